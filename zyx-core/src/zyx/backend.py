@@ -1,0 +1,298 @@
+"""The backend contract: ``MemoryPool``, ``Buffer``, ``Device``, ``Program``, ``DeviceInfo``.
+
+Follows zyx 0.17: buffers are reference-counted, launches are fire-and-forget, events stay
+inside the backend, and a read back to the host is the sync point where asynchronous
+errors surface.
+
+A backend subclasses ``MemoryPool`` and ``Device``. The public methods of ``MemoryPool``
+check every size and offset and then call the underscored methods a backend implements,
+so a bad argument is an error before any native call, in every backend alike.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+from zyx.dtypes import DType, DTypeCapability
+from zyx.errors import BackendError, ErrorStatus
+from zyx.ir.ops import Dim, Kernel, ParamKind, SymDim
+
+Scalar: TypeAlias = int | float | bool
+Arg: TypeAlias = "Buffer | Scalar"
+
+
+class Buffer:
+    """A region of a pool's memory. ``handle`` is the backend's own (pointer, cl.Buffer, ...).
+
+    Owned through ``MemoryPool.retain``/``release``; freed when ``refcount`` reaches zero
+    and the work that uses it has finished.
+    """
+
+    __slots__ = ("pool", "nbytes", "handle", "refcount", "__weakref__")
+
+    def __init__(self, pool: MemoryPool, nbytes: int, handle: Any) -> None:
+        self.pool = pool
+        self.nbytes = nbytes
+        self.handle = handle
+        self.refcount = 1
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.pool.name}, {self.nbytes} B, refs={self.refcount})"
+
+
+def byte_view(data: Any, *, writable: bool = False) -> memoryview:
+    """A flat byte view of a contiguous buffer-protocol object (numpy arrays of any dtype)."""
+    try:
+        view = memoryview(data)
+    except (TypeError, ValueError):
+        # numpy refuses to export extension dtypes (bf16) through the buffer protocol.
+        view = memoryview(data.view("uint8"))
+    if not view.c_contiguous:
+        raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, "host data must be C-contiguous")
+    if writable and view.readonly:
+        raise BackendError(ErrorStatus.MEMORY_COPY_P2H, "the output of a read is read-only")
+    return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+class MemoryPool(ABC):
+    """Memory of one device (or the host, or a file). Every copy is bounds-checked here."""
+
+    name: str
+
+    @abstractmethod
+    def free_bytes(self) -> int:
+        """Bytes that can still be allocated."""
+
+    def allocate(self, nbytes: int) -> Buffer:
+        """A new buffer of ``nbytes`` with refcount 1. Out of memory raises MemoryAllocation."""
+        if not isinstance(nbytes, int) or nbytes <= 0:
+            raise BackendError(
+                ErrorStatus.MEMORY_ALLOCATION, f"{self.name}: cannot allocate {nbytes!r} bytes"
+            )
+        return self._allocate(nbytes)
+
+    def retain(self, buf: Buffer) -> None:
+        self._check_live(buf, ErrorStatus.MEMORY_DEALLOCATION)
+        buf.refcount += 1
+
+    def release(self, buf: Buffer) -> None:
+        """Drop one reference; at zero the memory is freed once work using it is done."""
+        self._check_live(buf, ErrorStatus.MEMORY_DEALLOCATION)
+        buf.refcount -= 1
+        if buf.refcount == 0:
+            self._free(buf)
+
+    def write(self, buf: Buffer, data: Any, offset: int = 0) -> None:
+        """Copy host ``data`` into ``buf`` at byte ``offset``. May return before it is done;
+        the pool keeps ``data`` alive (or staged) until then."""
+        view = byte_view(data)
+        self._check_range(buf, offset, view.nbytes, ErrorStatus.MEMORY_COPY_H2P)
+        self._write(buf, view, offset)
+
+    def read(self, buf: Buffer, out: Any, offset: int = 0) -> None:
+        """Copy ``len(out)`` bytes from ``buf`` at ``offset`` into host ``out``. Blocks; raises
+        the first pending asynchronous error of this pool's device."""
+        view = byte_view(out, writable=True)
+        self._check_range(buf, offset, view.nbytes, ErrorStatus.MEMORY_COPY_P2H)
+        self._read(buf, view, offset)
+
+    def copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
+        """Copy all of ``src_buf`` (in ``src_pool``) into ``dst_buf`` of this pool."""
+        src_pool._check_live(src_buf, ErrorStatus.MEMORY_COPY_P2P)
+        self._check_range(dst_buf, 0, src_buf.nbytes, ErrorStatus.MEMORY_COPY_P2P)
+        if src_buf.nbytes != dst_buf.nbytes:
+            raise BackendError(
+                ErrorStatus.MEMORY_COPY_P2P,
+                f"copy of {src_buf.nbytes} bytes into a buffer of {dst_buf.nbytes} bytes",
+            )
+        self._copy_from(src_pool, src_buf, dst_buf)
+
+    def synchronize(self) -> None:
+        """Wait for every copy this pool started."""
+
+    @abstractmethod
+    def _allocate(self, nbytes: int) -> Buffer: ...
+
+    @abstractmethod
+    def _free(self, buf: Buffer) -> None: ...
+
+    @abstractmethod
+    def _write(self, buf: Buffer, view: memoryview, offset: int) -> None: ...
+
+    @abstractmethod
+    def _read(self, buf: Buffer, view: memoryview, offset: int) -> None: ...
+
+    def _copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
+        """Staged through host memory; backends override for the pools they copy natively."""
+        staging = bytearray(src_buf.nbytes)
+        src_pool.read(src_buf, staging)
+        self.write(dst_buf, staging)
+
+    def _check_live(self, buf: Buffer, status: ErrorStatus) -> None:
+        if buf.pool is not self:
+            raise BackendError(status, f"{buf!r} does not belong to pool {self.name}")
+        if buf.refcount <= 0:
+            raise BackendError(status, f"{buf!r} was already released")
+
+    def _check_range(self, buf: Buffer, offset: int, nbytes: int, status: ErrorStatus) -> None:
+        self._check_live(buf, status)
+        if not isinstance(offset, int) or offset < 0 or offset + nbytes > buf.nbytes:
+            raise BackendError(
+                status,
+                f"{self.name}: {nbytes} bytes at offset {offset!r} do not fit in a buffer "
+                f"of {buf.nbytes} bytes",
+            )
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What codegen and scheduling need to know about a device."""
+
+    name: str
+    compute: float
+    """Estimated peak FLOP/s."""
+    max_global_work_dims: tuple[int, int, int]
+    max_local_threads: int
+    max_local_work_dims: tuple[int, int, int]
+    local_mem_size: int
+    max_register_bytes: int
+    preferred_vector_size: int
+    """Preferred vector width in bytes."""
+    warp_size: int
+    global_mem_size: int
+    tensor_cores: bool = False
+    compute_capability: tuple[int, int] | None = None
+    dtypes: Mapping[DType, DTypeCapability] = field(default_factory=dict)
+
+    def supports(self, dtype: DType, capability: DTypeCapability = DTypeCapability.STORAGE) -> bool:
+        return capability in self.dtypes.get(dtype, DTypeCapability.NONE)
+
+
+_SCALAR_TYPES: dict[bool, type | tuple[type, ...]] = {True: (float, int), False: int}
+
+
+class Program:
+    """A compiled kernel on one device. Backends subclass it to hold their handles."""
+
+    def __init__(self, device: Device, kernel: Kernel) -> None:
+        self.device = device
+        self.name = kernel.name
+        self.param_kinds: tuple[ParamKind, ...] = tuple(p.kind for p in kernel.params)
+        self.param_dtypes: tuple[DType, ...] = tuple(p.dtype for p in kernel.params)
+        self.local_size: tuple[int, int, int] = kernel.local_size
+        self.global_size: tuple[Dim, Dim, Dim] = kernel.global_size
+        self._symbolic = any(isinstance(d, SymDim) for d in self.global_size)
+        self._static_groups = (0, 0, 0) if self._symbolic else kernel.global_size
+        self._expected = tuple(
+            Buffer if k is not ParamKind.VARIABLE else _SCALAR_TYPES[d.is_float]
+            for k, d in zip(self.param_kinds, self.param_dtypes)
+        )
+
+    def groups(self, args: Sequence[Arg]) -> tuple[int, int, int]:
+        """Work-groups per axis for these arguments (Variable-dependent sizes evaluated)."""
+        if not self._symbolic:
+            return self._static_groups  # type: ignore[return-value]
+        g = [d.evaluate(args) if isinstance(d, SymDim) else d for d in self.global_size]
+        return (g[0], g[1], g[2])
+
+    def check_args(self, args: Sequence[Arg]) -> None:
+        """Raise IncorrectKernelArg unless ``args`` match the params in count, kind and pool."""
+        if len(args) != len(self._expected):
+            raise BackendError(
+                ErrorStatus.INCORRECT_KERNEL_ARG,
+                f"{self.name} takes {len(self._expected)} arguments, got {len(args)}",
+            )
+        pool = self.device.pool
+        for i, (arg, expected) in enumerate(zip(args, self._expected)):
+            if expected is Buffer:
+                ok = isinstance(arg, Buffer) and arg.pool is pool and arg.refcount > 0
+            else:
+                ok = isinstance(arg, expected)
+            if not ok:
+                raise self._bad_arg(i, arg)
+
+    def _bad_arg(self, i: int, arg: object) -> BackendError:
+        kind, dtype = self.param_kinds[i], self.param_dtypes[i]
+        want = (
+            f"a {dtype} scalar"
+            if kind is ParamKind.VARIABLE
+            else f"a live buffer of {self.device.pool.name}"
+        )
+        return BackendError(
+            ErrorStatus.INCORRECT_KERNEL_ARG,
+            f"{self.name}: argument {i} ({kind.value} {dtype}) must be {want}, got {arg!r}",
+        )
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} on {self.device.name}>"
+
+
+class Recording:
+    """A sequence of launches on one device, recorded once and replayed as a batch.
+
+    The default replays launch by launch; a backend may replay as one native batch (a CUDA
+    graph). Arguments can be rebound between replays with ``set_arg``.
+    """
+
+    def __init__(self, device: Device) -> None:
+        self.device = device
+        self.launches: list[tuple[Program, list[Arg]]] = []
+
+    def launch(self, program: Program, args: Sequence[Arg]) -> None:
+        program.check_args(args)
+        self.launches.append((program, list(args)))
+
+    def set_arg(self, launch: int, position: int, value: Arg) -> None:
+        program, args = self.launches[launch]
+        new_args = list(args)
+        new_args[position] = value
+        program.check_args(new_args)
+        args[position] = value
+
+    def replay(self) -> None:
+        launch = self.device.launch
+        for program, args in self.launches:
+            launch(program, args)
+
+
+class Device(ABC):
+    """A compute device: compiles IR kernels and launches them on its pool's buffers."""
+
+    backend: str
+    index: int
+    info: DeviceInfo
+    pool: MemoryPool
+
+    @property
+    def name(self) -> str:
+        """The device string: ``cuda:0``, ``opencl:1``, ``host``."""
+        return f"{self.backend}:{self.index}"
+
+    @abstractmethod
+    def compile(self, kernel: Kernel) -> Program:
+        """Compile ``kernel``; a failure raises KernelCompilation with the compiler's log."""
+
+    @abstractmethod
+    def launch(self, program: Program, args: Sequence[Arg]) -> None:
+        """Enqueue ``program`` with ``args`` in param order. Returns before it finishes."""
+
+    @abstractmethod
+    def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
+        """Drain pending work, run ``program`` alone, and return its time in nanoseconds."""
+
+    def release(self, program: Program) -> None:
+        """Free the program's native resources."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait for all work on this device; raises the first asynchronous error."""
+
+    def record(self) -> Recording:
+        """A new, empty recording of launches on this device."""
+        return Recording(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}: {self.info.name}>"

@@ -1,0 +1,97 @@
+"""zyx's 13 element types and the per-dtype capability flags a device reports."""
+
+from __future__ import annotations
+
+from enum import Enum, Flag, auto
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+class DTypeCapability(Flag):
+    """What a device can do with one dtype. A dtype with no flags is unsupported."""
+
+    NONE = 0
+    STORAGE = auto()
+    """Buffers of it can be allocated, loaded and stored."""
+    ARITHMETIC = auto()
+    """Add, mul, compare, cast and the other non-transcendental ops."""
+    MATH = auto()
+    """Transcendental unary ops: exp, ln, sin, sqrt, ... (floats only)."""
+    TENSOR_CORE = auto()
+    """Matrix units accept it as an input."""
+
+    FULL = STORAGE | ARITHMETIC | MATH
+
+
+class DType(Enum):
+    """An element type. The value is zyx's short name."""
+
+    BOOL = "bool"
+    U8 = "u8"
+    U16 = "u16"
+    U32 = "u32"
+    U64 = "u64"
+    I8 = "i8"
+    I16 = "i16"
+    I32 = "i32"
+    I64 = "i64"
+    F16 = "f16"
+    BF16 = "bf16"
+    F32 = "f32"
+    F64 = "f64"
+
+    @property
+    def itemsize(self) -> int:
+        return _ITEMSIZE[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in (DType.F16, DType.BF16, DType.F32, DType.F64)
+
+    @property
+    def is_signed(self) -> bool:
+        return self.is_float or self in (DType.I8, DType.I16, DType.I32, DType.I64)
+
+    @property
+    def is_int(self) -> bool:
+        return not self.is_float and self is not DType.BOOL
+
+    @cached_property
+    def numpy(self) -> np.dtype[Any]:
+        """The numpy dtype (bf16 through ml_dtypes). Imports numpy on first use."""
+        import numpy as np
+
+        if self is DType.BF16:
+            import ml_dtypes
+
+            return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(_NUMPY_NAME[self])
+
+    @classmethod
+    def from_numpy(cls, dtype: Any) -> DType:
+        import numpy as np
+
+        dt = np.dtype(dtype)
+        for member in cls:
+            if member.numpy == dt:
+                return member
+        raise TypeError(f"numpy dtype {dt} has no zyx dtype; use one of {[d.value for d in cls]}")
+
+    def __str__(self) -> str:
+        return self.value
+
+
+_ITEMSIZE = {
+    DType.BOOL: 1, DType.U8: 1, DType.U16: 2, DType.U32: 4, DType.U64: 8,
+    DType.I8: 1, DType.I16: 2, DType.I32: 4, DType.I64: 8,
+    DType.F16: 2, DType.BF16: 2, DType.F32: 4, DType.F64: 8,
+}  # fmt: skip
+
+_NUMPY_NAME = {
+    DType.BOOL: "bool", DType.U8: "uint8", DType.U16: "uint16", DType.U32: "uint32",
+    DType.U64: "uint64", DType.I8: "int8", DType.I16: "int16", DType.I32: "int32",
+    DType.I64: "int64", DType.F16: "float16", DType.F32: "float32", DType.F64: "float64",
+}  # fmt: skip

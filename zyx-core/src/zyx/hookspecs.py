@@ -1,0 +1,90 @@
+"""The plugin API: the hooks a backend plugin implements, and what they return.
+
+A plugin is a plain module named by an entry point in group ``zyx.backends``::
+
+    [project.entry-points."zyx.backends"]
+    mybackend = "zyx_mybackend.plugin"
+
+The module declares the plugin API version it was written for and implements hooks::
+
+    import zyx.hookspecs as api
+
+    ZYX_PLUGIN_API = "1.0"
+
+    @api.hookimpl
+    def zyx_backends() -> list[api.BackendSpec]:
+        return [api.BackendSpec(name="mybackend", config=MySection, probe=probe, open=open_)]
+
+Hooks run at discovery and compile time only, never per launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from zyx.backend import Device
+
+PROJECT = "zyx"
+PLUGIN_API_VERSION = (1, 0)
+"""A plugin written for ``major.minor`` loads when ``major`` matches and ``minor`` is not newer."""
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a cheap, side-effect-free look at the machine found."""
+
+    available: bool
+    """Whether ``open`` can be expected to succeed."""
+    devices: int = 0
+    """How many devices the backend sees (before config filters them)."""
+    reason: str = ""
+    """Why it is unavailable, or a note worth showing in ``zyx doctor``."""
+    libraries: dict[str, str] = field(default_factory=dict)
+    """Native libraries found: name to path (or to a note saying it was not found)."""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """One backend a plugin provides."""
+
+    name: str
+    """The backend's name: the device-string prefix (``cuda``) and the config section."""
+    config: type[BaseModel]
+    """The pydantic model of this backend's config section (``extra="forbid"``)."""
+    probe: Callable[[], ProbeResult]
+    """Is the native library there, how many devices? Cheap; must not open devices."""
+    open: Callable[[Any], Sequence[Device]]
+    """Open the devices the config section selects (each with its own pool)."""
+    priority: int = 0
+    """Higher wins when zyx picks a default device; the host backend has priority 0."""
+
+
+@hookspec
+def zyx_backends() -> Sequence[BackendSpec]:  # type: ignore[empty-body]
+    """Return the backends this plugin provides.
+
+    Called once, at discovery, after the plugin's ``ZYX_PLUGIN_API`` was found compatible.
+    Must not open devices or load heavy native libraries: that is ``BackendSpec.open``'s
+    job, called only when devices are first needed. An exception here quarantines the
+    plugin with its reason; other plugins keep working.
+    """
+
+
+@hookspec
+def zyx_match_graph(graph: Any, device: Device) -> Sequence[Any] | None:
+    """Claim subgraphs of ``graph`` that this plugin can run with library programs.
+
+    Called at compile time, once per graph and device. Return the claims (each names the
+    graph nodes it replaces and builds a ``Program`` for them), or ``None``. Claimed
+    subgraphs compete with generated kernels on measured time (``Device.launch_timed``).
+    """

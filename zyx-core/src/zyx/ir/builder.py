@@ -1,0 +1,181 @@
+"""Write kernels by hand.
+
+Example, ``c[i] = a[i] + b[i]`` for ``i < n`` in groups of 256 work-items::
+
+    kb = KernelBuilder("add")
+    a, b = kb.param(DType.F32), kb.param(DType.F32)
+    c = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    n = kb.variable(DType.I64)
+    i = kb.group(0, ceil_div(n, 256)) * 256 + kb.local(0, 256)
+    with kb.if_(i < n):
+        c[i] = a[i] + b[i]
+    kernel = kb.build()
+
+``Value`` overloads Python's operators (``+ - * / % ** < > <= >= & | ^ << >> -x ~x``) and
+turns Python numbers into constants of the other operand's dtype.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Union
+
+from zyx.dtypes import DType
+from zyx.ir.ops import (
+    INDEX, Barrier, Binary, BOp, Cast, Const, Define, Dim, EndIf, EndLoop, If, Kernel, Load,
+    Loop, Op, Param, ParamKind, Range, Ref, Scope, Storage, Store, SymDim, Unary, UOp,
+    value_dtype,
+)  # fmt: skip
+from zyx.ir.verify import verify
+
+Scalar = Union[bool, int, float]
+Operand = Union["Value", Scalar]
+
+
+class Value:
+    """A value in a kernel under construction. Indexing a buffer or ``Define`` loads/stores."""
+
+    __slots__ = ("builder", "ref", "dtype")
+
+    def __init__(self, builder: KernelBuilder, ref: Ref, dtype: DType) -> None:
+        self.builder = builder
+        self.ref = ref
+        self.dtype = dtype
+
+    def _bin(self, op: BOp, other: Operand, swap: bool = False) -> Value:
+        rhs = self.builder.value(other, self.dtype)
+        return self.builder.binary(op, rhs, self) if swap else self.builder.binary(op, self, rhs)
+
+    def __add__(self, o: Operand) -> Value: return self._bin(BOp.ADD, o)
+    def __radd__(self, o: Operand) -> Value: return self._bin(BOp.ADD, o, True)
+    def __sub__(self, o: Operand) -> Value: return self._bin(BOp.SUB, o)
+    def __rsub__(self, o: Operand) -> Value: return self._bin(BOp.SUB, o, True)
+    def __mul__(self, o: Operand) -> Value: return self._bin(BOp.MUL, o)
+    def __rmul__(self, o: Operand) -> Value: return self._bin(BOp.MUL, o, True)
+    def __truediv__(self, o: Operand) -> Value: return self._bin(BOp.DIV, o)
+    def __rtruediv__(self, o: Operand) -> Value: return self._bin(BOp.DIV, o, True)
+    def __mod__(self, o: Operand) -> Value: return self._bin(BOp.MOD, o)
+    def __pow__(self, o: Operand) -> Value: return self._bin(BOp.POW, o)
+    def __lt__(self, o: Operand) -> Value: return self._bin(BOp.CMPLT, o)
+    def __gt__(self, o: Operand) -> Value: return self._bin(BOp.CMPGT, o)
+    def __ge__(self, o: Operand) -> Value: return self._bin(BOp.CMPGE, o)
+    def __le__(self, o: Operand) -> Value: return self._bin(BOp.CMPGE, o, True)
+    def __and__(self, o: Operand) -> Value: return self._bin(BOp.BITAND, o)
+    def __or__(self, o: Operand) -> Value: return self._bin(BOp.BITOR, o)
+    def __xor__(self, o: Operand) -> Value: return self._bin(BOp.BITXOR, o)
+    def __lshift__(self, o: Operand) -> Value: return self._bin(BOp.SHL, o)
+    def __rshift__(self, o: Operand) -> Value: return self._bin(BOp.SHR, o)
+    def __neg__(self) -> Value: return self.builder.unary(UOp.NEG, self)
+    def __invert__(self) -> Value: return self.builder.unary(UOp.BITNOT, self)
+
+    def eq(self, o: Operand) -> Value:
+        return self._bin(BOp.EQ, o)
+
+    def ne(self, o: Operand) -> Value:
+        return self._bin(BOp.NOTEQ, o)
+
+    def cast(self, dtype: DType) -> Value:
+        return self.builder.cast(self, dtype)
+
+    def __getitem__(self, index: Operand) -> Value:
+        return self.builder.load(self, index)
+
+    def __setitem__(self, index: Operand, value: Operand) -> None:
+        self.builder.store(self, index, value)
+
+    def __repr__(self) -> str:
+        return f"%{self.ref}:{self.dtype}"
+
+
+class KernelBuilder:
+    """Appends ops in order; ``build()`` verifies and returns the ``Kernel``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ops: list[Op] = []
+
+    def _emit(self, op: Op) -> Ref:
+        self.ops.append(op)
+        return len(self.ops) - 1
+
+    def _val(self, op: Op) -> Value:
+        ref = self._emit(op)
+        return Value(self, ref, value_dtype(self.ops, ref))
+
+    def param(self, dtype: DType, kind: ParamKind = ParamKind.GLOBAL, name: str = "") -> Value:
+        """A buffer param (read-only by default) or, with ``VARIABLE``, a scalar."""
+        return self._val(Param(dtype, kind, name))
+
+    def variable(self, dtype: DType = INDEX, name: str = "") -> Value:
+        return self.param(dtype, ParamKind.VARIABLE, name)
+
+    def group(self, axis: int, size: Dim) -> Value:
+        """The work-group index along ``axis``; ``size`` groups (may be a ``SymDim``)."""
+        return self._val(Range(axis, Scope.GROUP, size))
+
+    def local(self, axis: int, size: int) -> Value:
+        """The work-item index within its group along ``axis``."""
+        return self._val(Range(axis, Scope.LOCAL, size))
+
+    def const(self, value: Scalar, dtype: DType) -> Value:
+        return self._val(Const(dtype, value))
+
+    def value(self, x: Operand, dtype: DType) -> Value:
+        """``x`` itself, or a constant of ``dtype`` when ``x`` is a Python number."""
+        return x if isinstance(x, Value) else self.const(x, dtype)
+
+    def define(self, dtype: DType, length: int = 1, storage: Storage = Storage.REGISTER) -> Value:
+        return self._val(Define(dtype, storage, length))
+
+    def load(self, src: Value, index: Operand) -> Value:
+        return self._val(Load(src.ref, self.value(index, INDEX).ref))
+
+    def store(self, dst: Value, index: Operand, value: Operand) -> None:
+        v = self.value(value, dst.dtype)
+        self._emit(Store(dst.ref, self.value(index, INDEX).ref, v.ref))
+
+    def cast(self, x: Value, dtype: DType) -> Value:
+        return self._val(Cast(x.ref, dtype))
+
+    def unary(self, op: UOp, x: Value) -> Value:
+        return self._val(Unary(op, x.ref))
+
+    def binary(self, op: BOp, a: Operand, b: Operand) -> Value:
+        av = a if isinstance(a, Value) else self.value(a, b.dtype if isinstance(b, Value) else INDEX)
+        bv = self.value(b, av.dtype)
+        return self._val(Binary(op, av.ref, bv.ref))
+
+    def maximum(self, a: Value, b: Operand) -> Value:
+        return self.binary(BOp.MAX, a, b)
+
+    def barrier(self) -> None:
+        self._emit(Barrier())
+
+    @contextmanager
+    def loop(self, size: Operand) -> Iterator[Value]:
+        """``for i in range(size)``: yields the counter."""
+        counter = self._val(Loop(self.value(size, INDEX).ref))
+        yield counter
+        self._emit(EndLoop())
+
+    @contextmanager
+    def if_(self, cond: Value) -> Iterator[None]:
+        self._emit(If(cond.ref))
+        yield
+        self._emit(EndIf())
+
+    def build(self) -> Kernel:
+        kernel = Kernel(self.name, tuple(self.ops))
+        verify(kernel)
+        return kernel
+
+
+def ceil_div(variable: Value, div: int) -> SymDim:
+    """A group count of ``ceil(variable / div)`` for a ``Variable`` param ``variable``."""
+    ops = variable.builder.ops
+    op = ops[variable.ref]
+    if not (isinstance(op, Param) and op.kind is ParamKind.VARIABLE):
+        raise TypeError(f"ceil_div needs a Variable param, got {op}")
+    position = sum(isinstance(o, Param) for o in ops[: variable.ref])
+    return SymDim(position, div)

@@ -1,0 +1,280 @@
+"""The kernel IR: a flat list of ops in the spirit of zyx's ``Op``.
+
+A value is named by the index of the op that produced it (a ``Ref``). Ops that open a
+scope (``Loop``, ``If``) are closed by ``EndLoop`` / ``EndIf``. Index values (ranges and
+loop counters) have dtype ``INDEX``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import cached_property
+from typing import Sequence, TypeAlias
+
+from zyx.dtypes import DType
+
+Ref: TypeAlias = int
+"""The index of the op whose value is used."""
+
+INDEX = DType.I64
+"""The dtype of range and loop indices."""
+
+
+class ParamKind(Enum):
+    """How a kernel uses a parameter; lets a backend derive read and write sets."""
+
+    GLOBAL = "Global"
+    """A buffer the kernel only reads."""
+    GLOBAL_MUT = "GlobalMut"
+    """A buffer the kernel writes (and may read)."""
+    VARIABLE = "Variable"
+    """A scalar passed by value."""
+
+
+class Scope(Enum):
+    """Which hardware index a ``Range`` is: work-group or work-item within the group."""
+
+    GROUP = "Group"
+    LOCAL = "Local"
+
+
+class Storage(Enum):
+    """Where a ``Define`` lives: per work-item registers or per work-group local memory."""
+
+    REGISTER = "Register"
+    LOCAL = "Local"
+
+
+class UOp(Enum):
+    """zyx's unary ops."""
+
+    NEG = "neg"
+    BITNOT = "bitnot"
+    EXP = "exp"
+    EXP2 = "exp2"
+    LN = "ln"
+    LOG2 = "log2"
+    RECIPROCAL = "reciprocal"
+    SQRT = "sqrt"
+    SIN = "sin"
+    COS = "cos"
+    FLOOR = "floor"
+    TRUNC = "trunc"
+    ABS = "abs"
+
+
+class BOp(Enum):
+    """zyx's binary ops. Comparisons yield ``bool``; ``or``/``and`` are logical."""
+
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    POW = "pow"
+    MOD = "mod"
+    CMPLT = "cmplt"
+    CMPGT = "cmpgt"
+    CMPGE = "cmpge"
+    MAX = "max"
+    OR = "or"
+    AND = "and"
+    BITXOR = "bitxor"
+    BITOR = "bitor"
+    BITAND = "bitand"
+    SHL = "shl"
+    SHR = "shr"
+    NOTEQ = "noteq"
+    EQ = "eq"
+
+    @property
+    def is_comparison(self) -> bool:
+        return self in _COMPARISONS
+
+
+_COMPARISONS = frozenset({BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.NOTEQ, BOp.EQ})
+
+
+@dataclass(frozen=True, slots=True)
+class SymDim:
+    """A work size that depends on a ``Variable`` param: ``ceil(args[param] / div)``.
+
+    ``param`` is the position of the Variable among the kernel's params (launch order).
+    """
+
+    param: int
+    div: int = 1
+
+    def evaluate(self, args: Sequence[object]) -> int:
+        value = args[self.param]
+        assert isinstance(value, int)
+        return -(-value // self.div)
+
+
+Dim: TypeAlias = int | SymDim
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    dtype: DType
+    kind: ParamKind
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The index along ``axis`` (0..2): a work-group id or a work-item id in the group."""
+
+    axis: int
+    scope: Scope
+    size: Dim
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    dtype: DType
+    value: bool | int | float
+
+
+@dataclass(frozen=True, slots=True)
+class Define:
+    """Storage for ``length`` elements: per-work-item registers or work-group local memory."""
+
+    dtype: DType
+    storage: Storage
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """Reads element ``index`` of a buffer param or a ``Define``."""
+
+    src: Ref
+    index: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    """Writes ``value`` to element ``index`` of a ``GlobalMut`` param or a ``Define``."""
+
+    dst: Ref
+    index: Ref
+    value: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Cast:
+    x: Ref
+    dtype: DType
+
+
+@dataclass(frozen=True, slots=True)
+class Unary:
+    op: UOp
+    x: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    op: BOp
+    a: Ref
+    b: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class Loop:
+    """Counts its index from 0 to ``size - 1`` (``size`` is an ``INDEX`` value)."""
+
+    size: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class EndLoop:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    cond: Ref
+
+
+@dataclass(frozen=True, slots=True)
+class EndIf:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """All work-items of a group reach it before any passes; orders local memory."""
+
+
+Op: TypeAlias = (
+    Param | Range | Const | Define | Load | Store | Cast | Unary | Binary
+    | Loop | EndLoop | If | EndIf | Barrier
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A named, immutable op list. Build one with ``KernelBuilder`` (it verifies)."""
+
+    name: str
+    ops: tuple[Op, ...]
+
+    @cached_property
+    def params(self) -> tuple[Param, ...]:
+        """The params in launch order."""
+        return tuple(op for op in self.ops if isinstance(op, Param))
+
+    @cached_property
+    def param_refs(self) -> tuple[Ref, ...]:
+        return tuple(i for i, op in enumerate(self.ops) if isinstance(op, Param))
+
+    @cached_property
+    def global_size(self) -> tuple[Dim, Dim, Dim]:
+        """Work-groups per axis (1 where the kernel has no group range on that axis)."""
+        return self._sizes(Scope.GROUP)
+
+    @cached_property
+    def local_size(self) -> tuple[int, int, int]:
+        """Work-items per group per axis (1 where the kernel has no local range there)."""
+        sizes = self._sizes(Scope.LOCAL)
+        return (int(sizes[0]), int(sizes[1]), int(sizes[2]))
+
+    def _sizes(self, scope: Scope) -> tuple[Dim, Dim, Dim]:
+        sizes: list[Dim] = [1, 1, 1]
+        for op in self.ops:
+            if isinstance(op, Range) and op.scope is scope:
+                sizes[op.axis] = op.size
+        return (sizes[0], sizes[1], sizes[2])
+
+    def dtype_of(self, ref: Ref) -> DType:
+        """The dtype of the value ``ref`` produces."""
+        return value_dtype(self.ops, ref)
+
+    def __str__(self) -> str:
+        lines = [f"kernel {self.name}"]
+        depth = 1
+        for i, op in enumerate(self.ops):
+            if isinstance(op, (EndLoop, EndIf)):
+                depth -= 1
+            lines.append(f"{'  ' * depth}%{i} = {op}")
+            if isinstance(op, (Loop, If)):
+                depth += 1
+        return "\n".join(lines)
+
+
+def value_dtype(ops: Sequence[Op], ref: Ref) -> DType:
+    """The dtype of the value produced by ``ops[ref]``."""
+    op = ops[ref]
+    if isinstance(op, (Param, Const, Define, Cast)):
+        return op.dtype
+    if isinstance(op, (Range, Loop)):
+        return INDEX
+    if isinstance(op, Load):
+        return value_dtype(ops, op.src)
+    if isinstance(op, Unary):
+        return value_dtype(ops, op.x)
+    if isinstance(op, Binary):
+        return DType.BOOL if op.op.is_comparison else value_dtype(ops, op.a)
+    raise TypeError(f"%{ref} ({type(op).__name__}) produces no value")

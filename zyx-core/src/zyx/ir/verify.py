@@ -1,0 +1,202 @@
+"""Rejects malformed kernels, saying what is wrong and at which op."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from zyx.dtypes import DType
+from zyx.errors import IRError
+from zyx.ir.ops import (
+    INDEX, Barrier, Binary, BOp, Cast, Const, Define, EndIf, EndLoop, If, Kernel, Load, Loop,
+    Op, Param, ParamKind, Range, Ref, Scope, Storage, Store, SymDim, Unary, UOp, value_dtype,
+)  # fmt: skip
+
+if TYPE_CHECKING:
+    from zyx.backend import DeviceInfo
+
+_FLOAT_ONLY_UNARY = frozenset(UOp) - {UOp.NEG, UOp.BITNOT, UOp.ABS}
+_INT_ONLY_BINARY = frozenset({BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.SHL, BOp.SHR})
+_BOOL_ONLY_BINARY = frozenset({BOp.OR, BOp.AND})
+
+
+def verify(kernel: Kernel, info: DeviceInfo | None = None) -> None:
+    """Raise ``IRError`` if ``kernel`` is malformed, or exceeds ``info``'s limits if given."""
+    _Verifier(kernel).run()
+    if info is not None:
+        check_limits(kernel, info)
+
+
+def check_limits(kernel: Kernel, info: DeviceInfo) -> None:
+    """Raise ``IRError`` if the kernel's local size or local memory exceed the device's."""
+    local = kernel.local_size
+    threads = local[0] * local[1] * local[2]
+    if threads > info.max_local_threads:
+        raise IRError(
+            f"kernel {kernel.name!r}: local size {local} is {threads} work-items, "
+            f"over {info.name}'s limit of {info.max_local_threads}"
+        )
+    for axis, (size, limit) in enumerate(zip(local, info.max_local_work_dims)):
+        if size > limit:
+            raise IRError(
+                f"kernel {kernel.name!r}: local size {size} on axis {axis} is over "
+                f"{info.name}'s limit of {limit}"
+            )
+    local_bytes = sum(
+        op.length * op.dtype.itemsize
+        for op in kernel.ops
+        if isinstance(op, Define) and op.storage is Storage.LOCAL
+    )
+    if local_bytes > info.local_mem_size:
+        raise IRError(
+            f"kernel {kernel.name!r}: needs {local_bytes} bytes of local memory, "
+            f"{info.name} has {info.local_mem_size}"
+        )
+
+
+class _Verifier:
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.ops = kernel.ops
+        self.live: set[Ref] = set()
+        self.scopes: list[tuple[Ref, list[Ref]]] = []  # (opening op, values defined inside)
+        self.ranges: set[tuple[int, Scope]] = set()
+        self.at = 0
+
+    def fail(self, message: str) -> IRError:
+        op = self.ops[self.at]
+        return IRError(f"kernel {self.kernel.name!r}, op %{self.at} ({op}): {message}")
+
+    def run(self) -> None:
+        if not self.kernel.name.isidentifier():
+            raise IRError(f"kernel name {self.kernel.name!r} is not an identifier")
+        for self.at, op in enumerate(self.ops):
+            self.check(op)
+            if _produces_value(op):
+                self.live.add(self.at)
+                if self.scopes:
+                    self.scopes[-1][1].append(self.at)
+        if self.scopes:
+            opener = self.scopes[-1][0]
+            raise IRError(
+                f"kernel {self.kernel.name!r}: {type(self.ops[opener]).__name__} "
+                f"at %{opener} is never closed"
+            )
+
+    def use(self, ref: Ref, *, dtype: DType | None = None, what: str = "operand") -> DType:
+        if not 0 <= ref < self.at:
+            raise self.fail(f"{what} %{ref} is used before it is defined")
+        if ref not in self.live:
+            if _produces_value(self.ops[ref]):
+                raise self.fail(f"{what} %{ref} is used outside the loop or if that defines it")
+            raise self.fail(f"{what} %{ref} ({type(self.ops[ref]).__name__}) has no value")
+        actual = value_dtype(self.ops, ref)
+        if dtype is not None and actual is not dtype:
+            raise self.fail(f"{what} %{ref} has dtype {actual}, expected {dtype}")
+        return actual
+
+    def storage(self, ref: Ref, *, write: bool) -> DType:
+        dtype = self.use(ref, what="buffer")
+        op = self.ops[ref]
+        if isinstance(op, Define):
+            return dtype
+        if not isinstance(op, Param) or op.kind is ParamKind.VARIABLE:
+            raise self.fail(f"%{ref} is not a buffer param or a Define")
+        if write and op.kind is ParamKind.GLOBAL:
+            raise self.fail(f"store to read-only Global param %{ref}; declare it GlobalMut")
+        return dtype
+
+    def check(self, op: Op) -> None:  # noqa: C901 - one branch per op kind reads best
+        if isinstance(op, Param):
+            if self.scopes:
+                raise self.fail("params must come before any loop or if")
+        elif isinstance(op, Range):
+            self.check_range(op)
+        elif isinstance(op, Const):
+            self.check_const(op)
+        elif isinstance(op, Define):
+            if op.length < 1:
+                raise self.fail(f"Define of {op.length} elements")
+        elif isinstance(op, Load):
+            self.storage(op.src, write=False)
+            self.use(op.index, dtype=INDEX, what="index")
+        elif isinstance(op, Store):
+            dtype = self.storage(op.dst, write=True)
+            self.use(op.index, dtype=INDEX, what="index")
+            self.use(op.value, dtype=dtype, what="stored value")
+        elif isinstance(op, Cast):
+            self.use(op.x)
+        elif isinstance(op, Unary):
+            self.check_unary(op)
+        elif isinstance(op, Binary):
+            self.check_binary(op)
+        elif isinstance(op, Loop):
+            self.use(op.size, dtype=INDEX, what="loop size")
+            self.scopes.append((self.at, []))
+        elif isinstance(op, If):
+            self.use(op.cond, dtype=DType.BOOL, what="condition")
+            self.scopes.append((self.at, []))
+        elif isinstance(op, (EndLoop, EndIf)):
+            self.close(Loop if isinstance(op, EndLoop) else If)
+        elif isinstance(op, Barrier):
+            if any(isinstance(self.ops[opener], If) for opener, _ in self.scopes):
+                raise self.fail("barrier inside an If: not every work-item may reach it")
+
+    def close(self, kind: type) -> None:
+        if not self.scopes or not isinstance(self.ops[self.scopes[-1][0]], kind):
+            raise self.fail(f"End{kind.__name__} without a matching {kind.__name__}")
+        _, inner = self.scopes.pop()
+        self.live.difference_update(inner)
+
+    def check_range(self, op: Range) -> None:
+        if op.axis not in (0, 1, 2):
+            raise self.fail("axis must be 0, 1 or 2")
+        if (op.axis, op.scope) in self.ranges:
+            raise self.fail(f"a second {op.scope.value} range on axis {op.axis}")
+        self.ranges.add((op.axis, op.scope))
+        if self.scopes:
+            raise self.fail("ranges must come before any loop or if")
+        if isinstance(op.size, SymDim):
+            if op.scope is Scope.LOCAL:
+                raise self.fail("a local size must be a constant")
+            self.check_symdim(op.size)
+        elif op.size < 1:
+            raise self.fail(f"range size {op.size} is not positive")
+
+    def check_symdim(self, dim: SymDim) -> None:
+        params = self.kernel.params
+        if not 0 <= dim.param < len(params) or params[dim.param].kind is not ParamKind.VARIABLE:
+            raise self.fail(f"SymDim refers to param {dim.param}, which is not a Variable")
+        if not params[dim.param].dtype.is_int or dim.div < 1:
+            raise self.fail("SymDim needs an integer Variable and a positive divisor")
+
+    def check_const(self, op: Const) -> None:
+        expected: type | tuple[type, ...] = (
+            bool if op.dtype is DType.BOOL else (int, float) if op.dtype.is_float else int
+        )
+        if not isinstance(op.value, expected) or (expected is int and isinstance(op.value, bool)):
+            raise self.fail(f"{op.value!r} is not a {op.dtype} constant")
+
+    def check_unary(self, op: Unary) -> None:
+        dtype = self.use(op.x)
+        if op.op in _FLOAT_ONLY_UNARY and not dtype.is_float:
+            raise self.fail(f"{op.op.value} needs a float operand, got {dtype}")
+        if op.op is UOp.BITNOT and dtype.is_float:
+            raise self.fail(f"bitnot needs an integer or bool operand, got {dtype}")
+        if op.op in (UOp.NEG, UOp.ABS) and not dtype.is_signed:
+            raise self.fail(f"{op.op.value} needs a signed operand, got {dtype}")
+
+    def check_binary(self, op: Binary) -> None:
+        a = self.use(op.a, what="left operand")
+        b = self.use(op.b, what="right operand")
+        if a is not b:
+            raise self.fail(f"operand dtypes differ: {a} vs {b}; insert a Cast")
+        if op.op in _INT_ONLY_BINARY and a.is_float:
+            raise self.fail(f"{op.op.value} needs integer or bool operands, got {a}")
+        if op.op in _BOOL_ONLY_BINARY and a is not DType.BOOL:
+            raise self.fail(f"{op.op.value} is logical and needs bool operands, got {a}")
+        if op.op is BOp.POW and not a.is_float:
+            raise self.fail(f"pow needs float operands, got {a}")
+
+
+def _produces_value(op: Op) -> bool:
+    return not isinstance(op, (Store, EndLoop, If, EndIf, Barrier))
