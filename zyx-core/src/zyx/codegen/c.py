@@ -1,0 +1,286 @@
+"""One renderer for the C family of kernel languages; a dialect fills its hooks.
+
+``CDialect.render(kernel)`` walks the op list once and emits one statement per op. Values
+are typed locals (``v12``), params are ``p0, p1, ...``, constants are inlined as exact
+literals. Every value is assigned to a variable of its own type, so C's integer
+promotion never leaks into results (``u8 + u8`` wraps as in zyx).
+
+f16 and bf16 are stored in memory as 16-bit types and computed in ``float``: a dialect
+converts on load and store (``storage_type`` vs ``value_type``).
+
+A dialect subclass names the types, builtins and qualifiers of its language (CUDA C,
+OpenCL C, host C, or a third party's). The hooks are the methods below that are not
+``render``/``render_op``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import keyword
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from zyx.dtypes import DType
+from zyx.ir.ops import (
+    Barrier, Binary, BOp, Cast, Const, Define, EndIf, EndLoop, If, Kernel, Load, Loop, Op, Param,
+    ParamKind, Range, Ref, Scope, Storage, Store, Unary, UOp,
+)  # fmt: skip
+
+_C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if "
+    "inline int long register restrict return short signed sizeof static struct switch typedef "
+    "union unsigned void volatile while bool half kernel global local private constant "
+    "__kernel __global __local __device__ __global__ __shared__ main".split()
+) | frozenset(keyword.kwlist)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Rendered kernel source: the entry point's name, the code, and its dialect."""
+
+    name: str
+    code: str
+    dialect: str
+
+    @cached_property
+    def digest(self) -> str:
+        """SHA-256 of dialect and code: the key of on-disk caches."""
+        return hashlib.sha256(f"{self.dialect}\0{self.code}".encode()).hexdigest()
+
+
+def sanitize(name: str) -> str:
+    """A C identifier made from ``name``: other characters become ``_``, keywords get one."""
+    ident = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "_"
+    if ident[0].isdigit():
+        ident = "_" + ident
+    return ident + "_" if ident in _C_KEYWORDS else ident
+
+
+_BINARY_INFIX = {
+    BOp.ADD: "+", BOp.SUB: "-", BOp.MUL: "*", BOp.DIV: "/", BOp.CMPLT: "<", BOp.CMPGT: ">",
+    BOp.CMPGE: ">=", BOp.OR: "||", BOp.AND: "&&", BOp.BITXOR: "^", BOp.BITOR: "|",
+    BOp.BITAND: "&", BOp.SHL: "<<", BOp.SHR: ">>", BOp.NOTEQ: "!=", BOp.EQ: "==",
+}  # fmt: skip
+
+_FLOAT_FUNCTIONS = {
+    UOp.EXP: "exp", UOp.EXP2: "exp2", UOp.LN: "log", UOp.LOG2: "log2", UOp.SQRT: "sqrt",
+    UOp.SIN: "sin", UOp.COS: "cos", UOp.FLOOR: "floor", UOp.TRUNC: "trunc", UOp.ABS: "fabs",
+}  # fmt: skip
+
+
+class CDialect:
+    """The C-family renderer. Subclasses override the hooks for their language."""
+
+    name = "c"
+    indent = "  "
+
+    # ---- hooks: types -------------------------------------------------------------------
+
+    def storage_type(self, dtype: DType) -> str:
+        """The type of an element in memory."""
+        raise NotImplementedError
+
+    def value_type(self, dtype: DType) -> str:
+        """The type of a value in registers; f16 and bf16 compute in float."""
+        return "float" if dtype in (DType.F16, DType.BF16) else self.storage_type(dtype)
+
+    # ---- hooks: the kernel's frame ------------------------------------------------------
+
+    def preamble(self, kernel: Kernel) -> str:
+        """Code before the kernel: includes, extension pragmas, helper functions."""
+        return ""
+
+    def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
+        """The kernel's declaration up to (excluding) the opening brace."""
+        raise NotImplementedError
+
+    def param_decl(self, param: Param, name: str) -> str:
+        """One parameter in the signature."""
+        if param.kind is ParamKind.VARIABLE:
+            return f"const {self.value_type(param.dtype)} {name}"
+        const = "const " if param.kind is ParamKind.GLOBAL else ""
+        return f"{self.global_qualifier}{const}{self.storage_type(param.dtype)}* {self.restrict} {name}"
+
+    global_qualifier = ""
+    restrict = "restrict"
+
+    def range_index(self, op: Range) -> str:
+        """The expression for a work-group or work-item index."""
+        raise NotImplementedError
+
+    def local_decl(self, dtype: DType, name: str, length: int) -> str:
+        """Declaration of work-group local memory."""
+        raise NotImplementedError
+
+    def barrier(self) -> str:
+        raise NotImplementedError
+
+    # ---- hooks: expressions -------------------------------------------------------------
+
+    def load(self, ptr: str, index: str, dtype: DType) -> str:
+        """Read one element from memory as a value of ``value_type(dtype)``."""
+        return f"{ptr}[{index}]"
+
+    def store(self, ptr: str, index: str, value: str, dtype: DType) -> str:
+        """Write one value to memory (a statement, without the ``;``)."""
+        return f"{ptr}[{index}] = {value}"
+
+    def cast(self, x: str, src: DType, dst: DType) -> str:
+        if dst is DType.BOOL:
+            return f"({x} != 0)"
+        if dst in (DType.F16, DType.BF16):
+            return self.round16(f"(float)({x})", dst)
+        return f"({self.value_type(dst)})({x})"
+
+    def round16(self, x: str, dtype: DType) -> str:
+        """Round a float value to f16/bf16 precision (the result is still a float)."""
+        raise NotImplementedError
+
+    def float_literal(self, value: float, dtype: DType) -> str:
+        if math.isnan(value):
+            return f"({self.value_type(dtype)})NAN"
+        if math.isinf(value):
+            return f"({self.value_type(dtype)})({'-' if value < 0 else ''}INFINITY)"
+        suffix = "" if dtype is DType.F64 else "f"
+        return f"{float(value).hex()}{suffix}"
+
+    def int_literal(self, value: int, dtype: DType) -> str:
+        t = self.value_type(dtype)
+        if -(2**31) < value < 2**31:
+            return f"(({t}){value})"
+        if value == -(2**63):
+            return f"(({t})(-9223372036854775807{self.long_suffix} - 1))"
+        unsigned = "" if dtype.is_signed else "U"
+        return f"(({t}){value}{unsigned}{self.long_suffix})"
+
+    long_suffix = "LL"
+
+    def unary(self, op: UOp, x: str, dtype: DType) -> str:
+        if op is UOp.NEG:
+            return f"(-{x})"
+        if op is UOp.BITNOT:
+            return f"(!{x})" if dtype is DType.BOOL else f"(~{x})"
+        if op is UOp.RECIPROCAL:
+            return f"(1.0{'' if dtype is DType.F64 else 'f'} / {x})"
+        if op is UOp.ABS and not dtype.is_float:
+            return f"({x} < 0 ? -{x} : {x})"
+        return f"{self.function(_FLOAT_FUNCTIONS[op], dtype)}({x})"
+
+    def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+        if op is BOp.MAX:
+            if dtype.is_float:
+                return f"{self.function('fmax', dtype)}({a}, {b})"
+            return f"({a} > {b} ? {a} : {b})"
+        if op is BOp.POW:
+            return f"{self.function('pow', dtype)}({a}, {b})"
+        if op is BOp.MOD and dtype.is_float:
+            return f"{self.function('fmod', dtype)}({a}, {b})"
+        if op is BOp.MOD:
+            return f"({a} % {b})"
+        return f"({a} {_BINARY_INFIX[op]} {b})"
+
+    def function(self, name: str, dtype: DType) -> str:
+        """A math function's name for ``dtype`` (``expf`` vs ``exp`` where the language needs)."""
+        return name
+
+    # ---- the renderer -------------------------------------------------------------------
+
+    def render(self, kernel: Kernel) -> Source:
+        """The kernel as source code of this dialect."""
+        name = sanitize(kernel.name)
+        params = [
+            self.param_decl(p, self.ref_name(kernel, r))
+            for p, r in zip(kernel.params, kernel.param_refs)
+        ]
+        lines = [self.signature(kernel, name, params) + " {"]
+        depth = 1
+        for ref, op in enumerate(kernel.ops):
+            if isinstance(op, (EndLoop, EndIf)):
+                depth -= 1
+            stmt = self.render_op(kernel, ref)
+            if stmt:
+                lines.append(self.indent * depth + stmt)
+            if isinstance(op, (Loop, If)):
+                depth += 1
+        lines.append("}")
+        code = "\n".join(filter(None, [self.preamble(kernel), "\n".join(lines)])) + "\n"
+        return Source(name, code, self.name)
+
+    def ref_name(self, kernel: Kernel, ref: Ref) -> str:
+        """The C name of a param or value."""
+        op = kernel.ops[ref]
+        if isinstance(op, Param):
+            return f"p{kernel.param_refs.index(ref)}"
+        return f"v{ref}"
+
+    def expr(self, kernel: Kernel, ref: Ref) -> str:
+        """The expression that reads value ``ref``: a literal for constants, else its name."""
+        op = kernel.ops[ref]
+        if isinstance(op, Const):
+            return self.literal(op)
+        return self.ref_name(kernel, ref)
+
+    def literal(self, op: Const) -> str:
+        if op.dtype is DType.BOOL:
+            return "1" if op.value else "0"
+        if op.dtype.is_float:
+            return self.float_literal(float(op.value), op.dtype)
+        return self.int_literal(int(op.value), op.dtype)
+
+    def render_op(self, kernel: Kernel, ref: Ref) -> str:  # noqa: C901 - one branch per op
+        """The statement for ``kernel.ops[ref]`` (empty for ops that need none)."""
+        op: Op = kernel.ops[ref]
+        e = lambda r: self.expr(kernel, r)  # noqa: E731 - local shorthand keeps branches on one line
+        name = f"v{ref}"
+        if isinstance(op, (Param, Const)):
+            return ""
+        if isinstance(op, Range):
+            return f"const {self.value_type(DType.I64)} {name} = {self.range_index(op)};"
+        if isinstance(op, Define):
+            if op.storage is Storage.LOCAL:
+                return self.local_decl(op.dtype, name, op.length) + ";"
+            return f"{self.value_type(op.dtype)} {name}[{op.length}];"
+        if isinstance(op, Load):
+            dtype = kernel.dtype_of(ref)
+            src = kernel.ops[op.src]
+            value = (
+                f"{e(op.src)}[{e(op.index)}]"
+                if isinstance(src, Define) and src.storage is Storage.REGISTER
+                else self.load(e(op.src), e(op.index), dtype)
+            )
+            return self.declare(name, dtype, value)
+        if isinstance(op, Store):
+            dtype = kernel.dtype_of(op.dst)
+            dst = kernel.ops[op.dst]
+            if isinstance(dst, Define) and dst.storage is Storage.REGISTER:
+                return f"{e(op.dst)}[{e(op.index)}] = {e(op.value)};"
+            return self.store(e(op.dst), e(op.index), e(op.value), dtype) + ";"
+        if isinstance(op, Cast):
+            src_dtype = kernel.dtype_of(op.x)
+            return self.declare(name, op.dtype, self.cast(e(op.x), src_dtype, op.dtype))
+        if isinstance(op, Unary):
+            dtype = kernel.dtype_of(ref)
+            value = self.unary(op.op, e(op.x), dtype)
+            if dtype in (DType.F16, DType.BF16):
+                value = self.round16(value, dtype)
+            return self.declare(name, dtype, value)
+        if isinstance(op, Binary):
+            operand = kernel.dtype_of(op.a)
+            value = self.binary(op.op, e(op.a), e(op.b), operand)
+            if operand in (DType.F16, DType.BF16) and not op.op.is_comparison:
+                value = self.round16(value, operand)
+            return self.declare(name, kernel.dtype_of(ref), value)
+        if isinstance(op, Loop):
+            t = self.value_type(DType.I64)
+            return f"for ({t} {name} = 0; {name} < {e(op.size)}; ++{name}) {{"
+        if isinstance(op, If):
+            return f"if ({e(op.cond)}) {{"
+        if isinstance(op, (EndLoop, EndIf)):
+            return "}"
+        if isinstance(op, Barrier):
+            return self.barrier() + ";"
+        raise TypeError(f"cannot render {op}")
+
+    def declare(self, name: str, dtype: DType, value: str) -> str:
+        return f"const {self.value_type(dtype)} {name} = {value};"
