@@ -1,0 +1,1 @@
+"""zyx-cudnn: cuDNN matmul programs for zyx-cuda devices."""
