@@ -67,7 +67,8 @@ class DType(Enum):
         if self is DType.BF16:
             import ml_dtypes
 
-            return np.dtype(ml_dtypes.bfloat16)
+            bf16: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+            return bf16
         return np.dtype(_NUMPY_NAME[self])
 
     @classmethod

@@ -18,14 +18,34 @@ from __future__ import annotations
 import hashlib
 import keyword
 import math
+import struct
 from dataclasses import dataclass
 from functools import cached_property
 
 from zyx.dtypes import DType
 from zyx.ir.ops import (
-    Barrier, Binary, BOp, Cast, Const, Define, EndIf, EndLoop, If, Kernel, Load, Loop, Op, Param,
-    ParamKind, Range, Ref, Scope, Storage, Store, Unary, UOp,
-)  # fmt: skip
+    Barrier,
+    Binary,
+    BOp,
+    Cast,
+    Const,
+    Define,
+    EndIf,
+    EndLoop,
+    If,
+    Kernel,
+    Load,
+    Loop,
+    Op,
+    Param,
+    ParamKind,
+    Range,
+    Ref,
+    Storage,
+    Store,
+    Unary,
+    UOp,
+)
 
 _C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if "
@@ -55,6 +75,19 @@ def sanitize(name: str) -> str:
     if ident[0].isdigit():
         ident = "_" + ident
     return ident + "_" if ident in _C_KEYWORDS else ident
+
+
+def round_to(value: float, dtype: DType) -> float:
+    """``value`` rounded to the nearest ``dtype`` float (ties to even), as a Python float."""
+    if dtype is DType.F32:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    if dtype is DType.F16:
+        return float(struct.unpack("<e", struct.pack("<e", value))[0])
+    if dtype is DType.BF16:
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return float(struct.unpack("<f", struct.pack("<I", bits))[0])
+    return value
 
 
 _BINARY_INFIX = {
@@ -100,7 +133,8 @@ class CDialect:
         if param.kind is ParamKind.VARIABLE:
             return f"const {self.value_type(param.dtype)} {name}"
         const = "const " if param.kind is ParamKind.GLOBAL else ""
-        return f"{self.global_qualifier}{const}{self.storage_type(param.dtype)}* {self.restrict} {name}"
+        pointee = f"{self.global_qualifier}{const}{self.storage_type(param.dtype)}"
+        return f"{pointee}* {self.restrict} {name}"
 
     global_qualifier = ""
     restrict = "restrict"
@@ -143,7 +177,7 @@ class CDialect:
         if math.isinf(value):
             return f"({self.value_type(dtype)})({'-' if value < 0 else ''}INFINITY)"
         suffix = "" if dtype is DType.F64 else "f"
-        return f"{float(value).hex()}{suffix}"
+        return f"{round_to(value, dtype).hex()}{suffix}"
 
     def int_literal(self, value: int, dtype: DType) -> str:
         t = self.value_type(dtype)

@@ -19,18 +19,41 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Union
+from typing import TypeAlias
 
 from zyx.dtypes import DType
 from zyx.ir.ops import (
-    INDEX, Barrier, Binary, BOp, Cast, Const, Define, Dim, EndIf, EndLoop, If, Kernel, Load,
-    Loop, Op, Param, ParamKind, Range, Ref, Scope, Storage, Store, SymDim, Unary, UOp,
+    INDEX,
+    Barrier,
+    Binary,
+    BOp,
+    Cast,
+    Const,
+    Define,
+    Dim,
+    EndIf,
+    EndLoop,
+    If,
+    Kernel,
+    Load,
+    Loop,
+    Op,
+    Param,
+    ParamKind,
+    Range,
+    Ref,
+    Scope,
+    Storage,
+    Store,
+    SymDim,
+    Unary,
+    UOp,
     value_dtype,
-)  # fmt: skip
+)
 from zyx.ir.verify import verify
 
-Scalar = Union[bool, int, float]
-Operand = Union["Value", Scalar]
+Scalar: TypeAlias = bool | int | float
+Operand: TypeAlias = "Value | Scalar"
 
 
 class Value:
@@ -47,27 +70,68 @@ class Value:
         rhs = self.builder.value(other, self.dtype)
         return self.builder.binary(op, rhs, self) if swap else self.builder.binary(op, self, rhs)
 
-    def __add__(self, o: Operand) -> Value: return self._bin(BOp.ADD, o)
-    def __radd__(self, o: Operand) -> Value: return self._bin(BOp.ADD, o, True)
-    def __sub__(self, o: Operand) -> Value: return self._bin(BOp.SUB, o)
-    def __rsub__(self, o: Operand) -> Value: return self._bin(BOp.SUB, o, True)
-    def __mul__(self, o: Operand) -> Value: return self._bin(BOp.MUL, o)
-    def __rmul__(self, o: Operand) -> Value: return self._bin(BOp.MUL, o, True)
-    def __truediv__(self, o: Operand) -> Value: return self._bin(BOp.DIV, o)
-    def __rtruediv__(self, o: Operand) -> Value: return self._bin(BOp.DIV, o, True)
-    def __mod__(self, o: Operand) -> Value: return self._bin(BOp.MOD, o)
-    def __pow__(self, o: Operand) -> Value: return self._bin(BOp.POW, o)
-    def __lt__(self, o: Operand) -> Value: return self._bin(BOp.CMPLT, o)
-    def __gt__(self, o: Operand) -> Value: return self._bin(BOp.CMPGT, o)
-    def __ge__(self, o: Operand) -> Value: return self._bin(BOp.CMPGE, o)
-    def __le__(self, o: Operand) -> Value: return self._bin(BOp.CMPGE, o, True)
-    def __and__(self, o: Operand) -> Value: return self._bin(BOp.BITAND, o)
-    def __or__(self, o: Operand) -> Value: return self._bin(BOp.BITOR, o)
-    def __xor__(self, o: Operand) -> Value: return self._bin(BOp.BITXOR, o)
-    def __lshift__(self, o: Operand) -> Value: return self._bin(BOp.SHL, o)
-    def __rshift__(self, o: Operand) -> Value: return self._bin(BOp.SHR, o)
-    def __neg__(self) -> Value: return self.builder.unary(UOp.NEG, self)
-    def __invert__(self) -> Value: return self.builder.unary(UOp.BITNOT, self)
+    def __add__(self, o: Operand) -> Value:
+        return self._bin(BOp.ADD, o)
+
+    def __radd__(self, o: Operand) -> Value:
+        return self._bin(BOp.ADD, o, True)
+
+    def __sub__(self, o: Operand) -> Value:
+        return self._bin(BOp.SUB, o)
+
+    def __rsub__(self, o: Operand) -> Value:
+        return self._bin(BOp.SUB, o, True)
+
+    def __mul__(self, o: Operand) -> Value:
+        return self._bin(BOp.MUL, o)
+
+    def __rmul__(self, o: Operand) -> Value:
+        return self._bin(BOp.MUL, o, True)
+
+    def __truediv__(self, o: Operand) -> Value:
+        return self._bin(BOp.DIV, o)
+
+    def __rtruediv__(self, o: Operand) -> Value:
+        return self._bin(BOp.DIV, o, True)
+
+    def __mod__(self, o: Operand) -> Value:
+        return self._bin(BOp.MOD, o)
+
+    def __pow__(self, o: Operand) -> Value:
+        return self._bin(BOp.POW, o)
+
+    def __lt__(self, o: Operand) -> Value:
+        return self._bin(BOp.CMPLT, o)
+
+    def __gt__(self, o: Operand) -> Value:
+        return self._bin(BOp.CMPGT, o)
+
+    def __ge__(self, o: Operand) -> Value:
+        return self._bin(BOp.CMPGE, o)
+
+    def __le__(self, o: Operand) -> Value:
+        return self._bin(BOp.CMPGE, o, True)
+
+    def __and__(self, o: Operand) -> Value:
+        return self._bin(BOp.BITAND, o)
+
+    def __or__(self, o: Operand) -> Value:
+        return self._bin(BOp.BITOR, o)
+
+    def __xor__(self, o: Operand) -> Value:
+        return self._bin(BOp.BITXOR, o)
+
+    def __lshift__(self, o: Operand) -> Value:
+        return self._bin(BOp.SHL, o)
+
+    def __rshift__(self, o: Operand) -> Value:
+        return self._bin(BOp.SHR, o)
+
+    def __neg__(self) -> Value:
+        return self.builder.unary(UOp.NEG, self)
+
+    def __invert__(self) -> Value:
+        return self.builder.unary(UOp.BITNOT, self)
 
     def eq(self, o: Operand) -> Value:
         return self._bin(BOp.EQ, o)
@@ -142,7 +206,10 @@ class KernelBuilder:
         return self._val(Unary(op, x.ref))
 
     def binary(self, op: BOp, a: Operand, b: Operand) -> Value:
-        av = a if isinstance(a, Value) else self.value(a, b.dtype if isinstance(b, Value) else INDEX)
+        if isinstance(a, Value):
+            av = a
+        else:
+            av = self.value(a, b.dtype if isinstance(b, Value) else INDEX)
         bv = self.value(b, av.dtype)
         return self._val(Binary(op, av.ref, bv.ref))
 

@@ -7,10 +7,11 @@ loop counters) have dtype ``INDEX``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from functools import cached_property
-from typing import Sequence, TypeAlias
+from typing import TypeAlias
 
 from zyx.dtypes import DType
 
@@ -238,8 +239,10 @@ class Kernel:
     @cached_property
     def local_size(self) -> tuple[int, int, int]:
         """Work-items per group per axis (1 where the kernel has no local range there)."""
-        sizes = self._sizes(Scope.LOCAL)
-        return (int(sizes[0]), int(sizes[1]), int(sizes[2]))
+        sizes = [d for d in self._sizes(Scope.LOCAL) if isinstance(d, int)]
+        if len(sizes) != 3:
+            raise ValueError(f"kernel {self.name!r} has a symbolic local size")
+        return (sizes[0], sizes[1], sizes[2])
 
     def _sizes(self, scope: Scope) -> tuple[Dim, Dim, Dim]:
         sizes: list[Dim] = [1, 1, 1]

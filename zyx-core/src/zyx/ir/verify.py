@@ -7,9 +7,32 @@ from typing import TYPE_CHECKING
 from zyx.dtypes import DType
 from zyx.errors import IRError
 from zyx.ir.ops import (
-    INDEX, Barrier, Binary, BOp, Cast, Const, Define, EndIf, EndLoop, If, Kernel, Load, Loop,
-    Op, Param, ParamKind, Range, Ref, Scope, Storage, Store, SymDim, Unary, UOp, value_dtype,
-)  # fmt: skip
+    INDEX,
+    Barrier,
+    Binary,
+    BOp,
+    Cast,
+    Const,
+    Define,
+    EndIf,
+    EndLoop,
+    If,
+    Kernel,
+    Load,
+    Loop,
+    Op,
+    Param,
+    ParamKind,
+    Range,
+    Ref,
+    Scope,
+    Storage,
+    Store,
+    SymDim,
+    Unary,
+    UOp,
+    value_dtype,
+)
 
 if TYPE_CHECKING:
     from zyx.backend import DeviceInfo
@@ -69,7 +92,8 @@ class _Verifier:
     def run(self) -> None:
         if not self.kernel.name.isidentifier():
             raise IRError(f"kernel name {self.kernel.name!r} is not an identifier")
-        for self.at, op in enumerate(self.ops):
+        for at, op in enumerate(self.ops):
+            self.at = at
             self.check(op)
             if _produces_value(op):
                 self.live.add(self.at)

@@ -1,0 +1,182 @@
+"""The verifier rejects malformed kernels with a message saying what and where."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from zyx.backend import DeviceInfo
+from zyx.dtypes import DType
+from zyx.errors import IRError
+from zyx.ir import (
+    Binary,
+    BOp,
+    Const,
+    EndIf,
+    EndLoop,
+    Kernel,
+    KernelBuilder,
+    Loop,
+    Param,
+    ParamKind,
+    Range,
+    Scope,
+    Storage,
+    SymDim,
+    UOp,
+    ceil_div,
+    check_limits,
+    verify,
+)
+
+
+def _add_kernel() -> Kernel:
+    kb = KernelBuilder("add")
+    a, b = kb.param(DType.F32), kb.param(DType.F32)
+    c = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    n = kb.variable()
+    i = kb.group(0, ceil_div(n, 64)) * 64 + kb.local(0, 64)
+    with kb.if_(i < n):
+        c[i] = a[i] + b[i]
+    return kb.build()
+
+
+def test_builder_example_verifies_and_derives_sizes() -> None:
+    kernel = _add_kernel()
+    assert kernel.global_size == (SymDim(3, 64), 1, 1)
+    assert kernel.local_size == (64, 1, 1)
+    assert [p.kind for p in kernel.params] == [
+        ParamKind.GLOBAL, ParamKind.GLOBAL, ParamKind.GLOBAL_MUT, ParamKind.VARIABLE,
+    ]  # fmt: skip
+
+
+def test_symdim_evaluates_ceiling() -> None:
+    assert SymDim(0, 64).evaluate([1000]) == 16
+    assert SymDim(0, 64).evaluate([1024]) == 16
+    assert SymDim(0, 64).evaluate([1025]) == 17
+
+
+def _fails(build: Callable[[KernelBuilder], None], *fragments: str) -> None:
+    kb = KernelBuilder("bad")
+    build(kb)
+    with pytest.raises(IRError) as info:
+        kb.build()
+    for fragment in fragments:
+        assert fragment in str(info.value)
+
+
+def test_type_mismatch_names_both_dtypes() -> None:
+    def build(kb: KernelBuilder) -> None:
+        a = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+        i = kb.group(0, 4)
+        kb.binary(BOp.ADD, a[i], kb.const(1, DType.I32))
+
+    _fails(build, "operand dtypes differ: f32 vs i32", "op %")
+
+
+def test_store_to_read_only_param() -> None:
+    def build(kb: KernelBuilder) -> None:
+        a = kb.param(DType.F32)
+        i = kb.group(0, 4)
+        a[i] = 1.0
+
+    _fails(build, "read-only Global param %0", "GlobalMut")
+
+
+def test_use_before_definition() -> None:
+    kernel = Kernel(
+        "bad", (Param(DType.I64, ParamKind.VARIABLE), Binary(BOp.ADD, 0, 2), Const(DType.I64, 1))
+    )
+    with pytest.raises(IRError, match=r"op %1 .*%2 is used before it is defined"):
+        verify(kernel)
+
+
+def test_value_used_outside_its_loop() -> None:
+    def build(kb: KernelBuilder) -> None:
+        out = kb.param(DType.I64, ParamKind.GLOBAL_MUT)
+        with kb.loop(4) as j:
+            pass
+        out[0] = j
+
+    _fails(build, "used outside the loop or if that defines it")
+
+
+@pytest.mark.parametrize(
+    ("ops", "message"),
+    [
+        ((Const(DType.I64, 4), Loop(0)), "Loop at %1 is never closed"),
+        ((Const(DType.I64, 4), EndLoop()), "EndLoop without a matching Loop"),
+        ((Const(DType.BOOL, True), EndIf()), "EndIf without a matching If"),
+    ],
+)
+def test_unbalanced_scopes(ops: tuple[object, ...], message: str) -> None:
+    with pytest.raises(IRError, match=message):
+        verify(Kernel("bad", ops))  # type: ignore[arg-type]
+
+
+def test_barrier_inside_if() -> None:
+    def build(kb: KernelBuilder) -> None:
+        lid = kb.local(0, 32)
+        with kb.if_(lid < 16):
+            kb.barrier()
+
+    _fails(build, "barrier inside an If")
+
+
+def test_math_on_integers_is_rejected() -> None:
+    def build(kb: KernelBuilder) -> None:
+        kb.unary(UOp.EXP, kb.group(0, 2))
+
+    _fails(build, "exp needs a float operand, got i64")
+
+
+def test_duplicate_range_and_bad_local_size() -> None:
+    with pytest.raises(IRError, match="a second Group range on axis 0"):
+        verify(Kernel("bad", (Range(0, Scope.GROUP, 2), Range(0, Scope.GROUP, 2))))
+    with pytest.raises(IRError, match="local size must be a constant"):
+        ops = (Param(DType.I64, ParamKind.VARIABLE), Range(0, Scope.LOCAL, SymDim(0)))
+        verify(Kernel("bad", ops))
+
+
+def test_symdim_must_name_an_integer_variable() -> None:
+    ops = (Param(DType.F32, ParamKind.GLOBAL), Range(0, Scope.GROUP, SymDim(0, 4)))
+    with pytest.raises(IRError, match="not a Variable"):
+        verify(Kernel("bad", ops))
+
+
+def test_constant_of_wrong_python_type() -> None:
+    with pytest.raises(IRError, match="1.5 is not a i32 constant"):
+        verify(Kernel("bad", (Const(DType.I32, 1.5),)))
+
+
+def _info(max_threads: int, local_mem: int) -> DeviceInfo:
+    return DeviceInfo(
+        name="tiny",
+        compute=1e9,
+        max_global_work_dims=(2**31, 2**16, 2**16),
+        max_local_threads=max_threads,
+        max_local_work_dims=(max_threads, 64, 64),
+        local_mem_size=local_mem,
+        max_register_bytes=256,
+        preferred_vector_size=16,
+        warp_size=1,
+        global_mem_size=2**30,
+    )
+
+
+def test_local_size_over_device_limit_names_the_limit() -> None:
+    kb = KernelBuilder("wide")
+    kb.local(0, 512)
+    kernel = kb.build()
+    with pytest.raises(IRError, match="512 work-items, over tiny's limit of 256"):
+        check_limits(kernel, _info(256, 1 << 16))
+    check_limits(kernel, _info(1024, 1 << 16))
+
+
+def test_local_memory_over_device_limit() -> None:
+    kb = KernelBuilder("hungry")
+    kb.define(DType.F32, 1024, Storage.LOCAL)
+    kernel = kb.build()
+    with pytest.raises(IRError, match="needs 4096 bytes of local memory, tiny has 1024"):
+        verify(kernel, _info(256, 1024))

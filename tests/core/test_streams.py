@@ -1,0 +1,71 @@
+"""The multi-queue dependency tracker: queue choice and hazards, as zyx 0.17 schedules."""
+
+from __future__ import annotations
+
+import random
+
+from zyx.streams import DependencyTracker
+
+
+def test_first_input_keeps_its_writers_queue() -> None:
+    t: DependencyTracker[str] = DependencyTracker(4)
+    t.commit(2, "w", reads=[], writes=["a"])
+    assert t.choose(["a", "b"]) == 2
+
+
+def test_unknown_input_goes_to_least_loaded_queue() -> None:
+    t: DependencyTracker[str] = DependencyTracker(3)
+    t.commit(0, "x", [], ["x"])
+    t.commit(1, "y", [], ["y"])
+    assert t.choose(["fresh"]) == 2
+    assert t.choose([]) == 2
+
+
+def test_read_after_write_on_another_queue_waits() -> None:
+    t: DependencyTracker[str] = DependencyTracker(2)
+    t.commit(0, "write-a", [], ["a"])
+    assert t.waits(1, reads=["a"], writes=["b"]) == ["write-a"]
+    assert t.waits(0, reads=["a"], writes=["b"]) == []
+
+
+def test_write_after_read_waits_for_readers_on_other_queues() -> None:
+    t: DependencyTracker[str] = DependencyTracker(3)
+    t.commit(1, "read1", ["a"], [])
+    t.commit(2, "read2", ["a"], [])
+    assert sorted(t.waits(0, reads=[], writes=["a"])) == ["read1", "read2"]
+    assert t.waits(1, reads=[], writes=["a"]) == ["read2"]
+
+
+def test_write_clears_readers_and_last_uses_cover_every_queue() -> None:
+    t: DependencyTracker[str] = DependencyTracker(2)
+    t.commit(1, "r", ["a"], [])
+    t.commit(0, "w", [], ["a"])
+    assert t.waits(0, reads=[], writes=["a"]) == []
+    t.commit(1, "r2", ["a"], [])
+    assert t.last_uses("a") == {0: "w", 1: "r2"}
+    assert t.forget("a") == {0: "w", 1: "r2"}
+    assert t.tracked() == 0
+
+
+def test_random_schedule_respects_every_hazard() -> None:
+    """Simulate: each command must be ordered after every conflicting earlier command."""
+    rng = random.Random(7)
+    t: DependencyTracker[int] = DependencyTracker(8)
+    history: list[tuple[int, set[str], set[str]]] = []  # (queue, reads, writes) per command
+    done_before: list[set[int]] = []  # commands each command is ordered after
+    names = [f"b{i}" for i in range(12)]
+    for cmd in range(2000):
+        reads = set(rng.sample(names, rng.randint(0, 3)))
+        writes = set(rng.sample(names, rng.randint(1, 2)))
+        queue = t.choose(sorted(reads))
+        waits = set(t.waits(queue, reads, writes))
+        after: set[int] = set()
+        for earlier, (q, _, _) in enumerate(history):
+            if q == queue or earlier in waits:
+                after |= {earlier} | done_before[earlier]
+        for earlier, (_, r, w) in enumerate(history):
+            if (w & (reads | writes)) or (r & writes):
+                assert earlier in after, f"command {cmd} not ordered after {earlier}"
+        history.append((queue, reads, writes))
+        done_before.append(after)
+        t.commit(queue, cmd, reads, writes)
