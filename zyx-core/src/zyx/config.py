@@ -1,0 +1,307 @@
+"""zyx's configuration: one pydantic model whose sections the backends contribute.
+
+Sources, later wins:
+
+1. built-in defaults (the field defaults of each section model);
+2. one JSON file: the file ``$ZYX_CONFIG`` names, else ``$XDG_CONFIG_HOME/zyx/config.json``,
+   else ``~/.config/zyx/config.json``;
+3. environment variables ``ZYX_<SECTION>__<FIELD>`` and ``ZYX_DEFAULT_DEVICE``, whose
+   values are JSON (``ZYX_CUDA__DEVICE_IDS='[0]'``; a value that is not JSON is a string);
+4. ``zyx.configure(...)``.
+
+Every value keeps the name of its source (file path, variable, ``zyx.configure()``), so an
+invalid one raises a ``ConfigError`` that names source, field path and value, and
+``zyx config show`` can say where each value came from. zyx reads the sources itself rather
+than through pydantic-settings, whose merged sources no longer know which variable or file
+a bad value came from.
+
+A backend's section is a subclass of :class:`BackendSection`, named by its ``BackendSpec``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
+
+from zyx.errors import ConfigError
+
+FieldPath = tuple[str, ...]
+"""A field's place in the config: ``("cuda", "queues")`` or ``("default_device",)``."""
+
+DEFAULT = "default"
+"""The source of a value nobody set."""
+CONFIGURE = "zyx.configure()"
+"""The source of values set by :func:`zyx.configure`."""
+
+SCALARS = frozenset({"default_device"})
+"""Top-level fields that are values rather than sections."""
+CORE_SECTIONS = frozenset({"autotune"})
+"""Sections that belong to zyx itself rather than to a backend."""
+
+
+class BackendSection(BaseModel):
+    """Base of every backend's config section. Unknown keys in a section are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    """``false``: zyx does not open this backend (nor import the plugin of the same name)."""
+
+
+class AutotuneSection(BaseModel):
+    """How zyx picks among kernel variants by measured time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    """Measure variants; ``false`` takes the first valid one."""
+    cache: bool = True
+    """Keep the winners on disk across runs."""
+
+
+DeviceName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(:[0-9]+)?$")]
+"""A device string: ``host``, ``cuda``, ``cuda:1``."""
+
+
+class ZyxConfig(BaseModel):
+    """The whole configuration: core fields here, one section per backend added at discovery."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    autotune: AutotuneSection = Field(default_factory=AutotuneSection)
+    default_device: DeviceName | None = None
+    """The device ``zyx.device()`` returns; unset: the first device of the backend with the
+    highest priority."""
+
+    @classmethod
+    def with_sections(cls, sections: Mapping[str, type[BaseModel]]) -> type[ZyxConfig]:
+        """This model extended by one field per backend section (name to section model)."""
+        return _extend(cls, tuple(sorted(sections.items())))
+
+
+@lru_cache(maxsize=16)
+def _extend(
+    base: type[ZyxConfig], sections: tuple[tuple[str, type[BaseModel]], ...]
+) -> type[ZyxConfig]:
+    fields: dict[str, Any] = {
+        name: (model, Field(default_factory=model)) for name, model in sections
+    }
+    return create_model(base.__name__, __base__=base, __module__=base.__module__, **fields)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One value someone set, and where: file path, variable name or ``zyx.configure()``."""
+
+    value: Any
+    source: str
+
+
+RawConfig = dict[FieldPath, Setting]
+"""Settings before validation, one per field path; merging sources is ``dict`` union."""
+
+
+@dataclass(frozen=True)
+class Sources:
+    """The file and the environment, read and merged (the environment wins)."""
+
+    raw: RawConfig
+    files: tuple[Path, ...]
+    """The config files that were read (none when there is none)."""
+
+
+def flatten(data: Mapping[str, Any], source: str) -> RawConfig:
+    """``{"cuda": {"queues": 8}}`` to ``{("cuda", "queues"): Setting(8, source)}``."""
+    raw: RawConfig = {}
+    for key, value in data.items():
+        if key in SCALARS:
+            raw[(key,)] = Setting(value, source)
+        elif isinstance(value, Mapping):
+            raw.update({(key, name): Setting(v, source) for name, v in value.items()})
+        else:
+            raise ConfigError(
+                source, key, value, 'a section must be an object of fields, e.g. {"enabled": true}'
+            )
+    return raw
+
+
+def config_file(environ: Mapping[str, str]) -> tuple[Path, str | None]:
+    """The config file to read and the variable that named it (``None``: the default place)."""
+    if named := environ.get("ZYX_CONFIG"):
+        return Path(named).expanduser(), "ZYX_CONFIG"
+    base = environ.get("XDG_CONFIG_HOME") or str(
+        Path(environ.get("HOME") or Path.home()) / ".config"
+    )
+    return Path(base) / "zyx" / "config.json", None
+
+
+def read_file(path: Path, *, required_by: str | None = None) -> RawConfig:
+    """The settings in a JSON config file. A missing file is empty unless ``required_by``
+    (the variable or command that named it) says it must exist."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if required_by is None:
+            return {}
+        raise ConfigError(required_by, "(file)", str(path), "no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(str(path), "(file)", str(path), f"cannot be read: {error}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        line = text.splitlines()[error.lineno - 1] if text.strip() else text
+        raise ConfigError(
+            f"{path}:{error.lineno}:{error.colno}", "(JSON syntax)", line.strip(), error.msg
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "(top level)", data, "must be a JSON object of sections")
+    return flatten(data, str(path))
+
+
+def read_environment(environ: Mapping[str, str]) -> RawConfig:
+    """Settings from ``ZYX_<SECTION>__<FIELD>`` and ``ZYX_DEFAULT_DEVICE``.
+
+    Other ``ZYX_*`` variables (``ZYX_DEBUG``, ``ZYX_PLUGINS``, ...) are not config fields.
+    """
+    raw: RawConfig = {}
+    for name, text in sorted(environ.items()):
+        if not name.startswith("ZYX_"):
+            continue
+        key = name[len("ZYX_") :].lower()
+        section, nested, field = key.partition("__")
+        if nested and section and field:
+            raw[(section, field)] = Setting(_decode(text), name)
+        elif key in SCALARS:
+            raw[(key,)] = Setting(_decode(text), name)
+    return raw
+
+
+def _decode(text: str) -> Any:
+    # Values are JSON so lists and booleans can be written; a bare word such as
+    # ZYX_DEFAULT_DEVICE=cuda is not JSON and is taken as the string it reads as.
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def read_sources(environ: Mapping[str, str]) -> Sources:
+    """Read the config file and the environment."""
+    path, named_by = config_file(environ)
+    from_file = read_file(path, required_by=named_by)
+    return Sources(raw=from_file | read_environment(environ), files=(path,) if from_file else ())
+
+
+@dataclass(frozen=True)
+class Config:
+    """The validated configuration, with the source of every value."""
+
+    values: ZyxConfig
+    sources: Mapping[FieldPath, str]
+    """Source of each value someone set; every other value is the default."""
+    files: tuple[Path, ...] = ()
+    warnings: tuple[str, ...] = ()
+    """Sections for backends that are not installed (ignored)."""
+
+    def section(self, name: str) -> BaseModel:
+        """The section of core part or backend ``name``."""
+        section = getattr(self.values, name, None)
+        if not isinstance(section, BaseModel):
+            raise KeyError(f"the config has no section {name!r}")
+        return section
+
+    def source(self, *path: str) -> str:
+        """Where the value at ``path`` came from."""
+        return self.sources.get(path, DEFAULT)
+
+    def rows(self) -> Iterator[tuple[str, Any, str]]:
+        """``(dotted field, value, source)`` for every field, in model order."""
+        for name, value in self.values.model_dump(mode="json").items():
+            if isinstance(value, dict):
+                for field, inner in value.items():
+                    yield f"{name}.{field}", inner, self.source(name, field)
+            else:
+                yield name, value, self.source(name)
+
+
+def validate(
+    raw: RawConfig,
+    sections: Mapping[str, type[BaseModel]],
+    installed: Collection[str] = (),
+    files: tuple[Path, ...] = (),
+) -> Config:
+    """Validate merged settings against the core fields and the backends' ``sections``.
+
+    A section that no installed plugin could own is ignored with a warning; one that an
+    installed but unloaded plugin owns (quarantined, disabled) is ignored silently: the
+    plugin's own state says why. Raises ``ConfigError`` for the first invalid value.
+    """
+    known = CORE_SECTIONS | SCALARS | sections.keys()
+    nested: dict[str, Any] = {}
+    ignored: dict[str, str] = {}
+    for path, setting in raw.items():
+        head = path[0]
+        if head not in known:
+            ignored.setdefault(head, setting.source)
+        elif (head in SCALARS) != (len(path) == 1):
+            problem = "is a value, not a section" if head in SCALARS else "is a section of fields"
+            raise ConfigError(setting.source, ".".join(path), setting.value, f"{head} {problem}")
+        elif len(path) == 1:
+            nested[head] = setting.value
+        else:
+            nested.setdefault(head, {})[path[1]] = setting.value
+    model = ZyxConfig.with_sections(sections)
+    try:
+        values = model.model_validate(nested)
+    except ValidationError as error:
+        raise _config_error(error, raw, model) from None
+    warnings = tuple(
+        f"section {name!r} (from {source}) is for a backend that is not installed; ignored"
+        for name, source in ignored.items()
+        if name not in installed
+    )
+    sources = {path: s.source for path, s in raw.items() if path[0] in known}
+    return Config(values, sources, files, warnings)
+
+
+def _config_error(error: ValidationError, raw: RawConfig, model: type[BaseModel]) -> ConfigError:
+    """The first problem of ``error`` as a ``ConfigError`` naming its source."""
+    problems = error.errors()
+    first = problems[0]
+    loc = tuple(first["loc"])
+    names = tuple(str(part) for part in loc if isinstance(part, str))
+    source = next(
+        (raw[names[:n]].source for n in range(len(names), 0, -1) if names[:n] in raw), DEFAULT
+    )
+    problem = first["msg"]
+    if first["type"] == "extra_forbidden":
+        problem = f"unknown key; {'.'.join(names[:-1]) or 'the config'} takes: " + ", ".join(
+            _fields_at(model, names[:-1])
+        )
+    if len(problems) > 1:
+        problem += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+    return ConfigError(source, _dotted(loc), first["input"], problem)
+
+
+def _fields_at(model: type[BaseModel], path: FieldPath) -> list[str]:
+    """The field names of the (sub)model at ``path``."""
+    for name in path:
+        annotation = model.model_fields[name].annotation
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return []
+        model = annotation
+    return list(model.model_fields)
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    """``("cuda", "device_ids", 1)`` to ``cuda.device_ids[1]``."""
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else part
+    return text

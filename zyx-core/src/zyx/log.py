@@ -1,0 +1,76 @@
+"""zyx's debug channels: the ``ZYX_DEBUG`` bitmask mapped onto :mod:`logging` loggers.
+
+Library code logs and never prints. Each bit of ``ZYX_DEBUG`` (zyx's own numbering) turns
+one channel's logger to ``DEBUG`` with a handler on stderr::
+
+    ZYX_DEBUG=33 python train.py     # 1 devices + 32 launches and copies
+
+Without ``ZYX_DEBUG`` zyx adds no handler but a ``NullHandler``: what an application does
+with the ``zyx.*`` loggers is its own choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Mapping
+
+CHANNELS: dict[int, str] = {
+    1: "zyx.dev",  # device discovery, plugins, backends opened
+    4: "zyx.sched",  # scheduling: kernelizer, queues, dependencies
+    8: "zyx.ir",  # kernel IR
+    16: "zyx.asm",  # generated source
+    32: "zyx.launch",  # launches and copies
+    64: "zyx.mem",  # allocations and frees
+    128: "zyx.compile",  # compiler invocations and caches
+    256: "zyx.tune",  # autotune measurements
+}
+"""Bit of ``ZYX_DEBUG`` to the name of the logger it turns on."""
+
+_FORMAT = "%(relativeCreated)8.1f ms %(name)s: %(message)s"
+
+# Keeps records of zyx's loggers away from logging's last-resort stderr handler, which
+# would otherwise print warnings nobody asked for.
+logging.getLogger("zyx").addHandler(logging.NullHandler())
+
+
+def channels(mask: int) -> list[str]:
+    """The logger names that ``mask`` turns on, in bit order."""
+    return [name for bit, name in CHANNELS.items() if mask & bit]
+
+
+def setup(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """Turn on the channels ``ZYX_DEBUG`` names; return their logger names.
+
+    Idempotent: calling it again adds no second handler. A value that is not an integer
+    (decimal, ``0x...`` or ``0b...``) turns nothing on and warns.
+    """
+    value = environ.get("ZYX_DEBUG", "").strip()
+    if not value:
+        return []
+    try:
+        mask = int(value, 0)
+    except ValueError:
+        warnings.warn(
+            f"ZYX_DEBUG={value!r} is not an integer bitmask; debug logging stays off",
+            stacklevel=2,
+        )
+        return []
+    names = channels(mask)
+    for name in names:
+        _attach(logging.getLogger(name))
+    return names
+
+
+def _attach(logger: logging.Logger) -> None:
+    logger.setLevel(logging.DEBUG)
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(_FORMAT))
+        logger.addHandler(handler)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """The handler ``setup`` adds; its own class so a second ``setup`` can recognise it."""

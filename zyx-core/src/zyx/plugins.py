@@ -1,0 +1,497 @@
+"""Backend discovery: entry points in group ``zyx.backends``, loaded through pluggy.
+
+Nothing here runs at ``import zyx``. The first call that needs devices reads the entry
+points, imports each plugin, checks the plugin API version it declares, collects its
+``BackendSpec``s, reads the config and probes the backends; a backend is opened when its
+devices are first needed.
+
+Whatever fails on the way (an import, a missing shared library, an incompatible API
+version, a probe or an ``open`` that raises) quarantines that plugin or backend with its
+reason and the exception; every other backend keeps working. Asking for a quarantined
+backend by name raises ``PluginError`` chained to the original exception: zyx never
+replaces a backend it was asked for by another one.
+
+Switches, from the environment:
+
+- ``ZYX_DISABLE_PLUGIN_AUTOLOAD=1`` loads no entry point, the host's included;
+- ``ZYX_PLUGINS=cuda,opencl`` loads only the entry points named;
+- ``<section>.enabled = false`` in any config source disables that backend, and also the
+  plugin of the same name, which is then not imported at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import pluggy
+from pydantic import BaseModel
+
+import zyx.hookspecs
+from zyx.backend import Device
+from zyx.config import (
+    CONFIGURE,
+    CORE_SECTIONS,
+    SCALARS,
+    Config,
+    RawConfig,
+    Sources,
+    flatten,
+    read_sources,
+    validate,
+)
+from zyx.errors import ConfigError, PluginError
+from zyx.hookspecs import BackendSpec, ProbeResult
+
+ENTRY_POINT_GROUP = "zyx.backends"
+
+_log = logging.getLogger("zyx.dev")
+_API = re.compile(r"^(\d+)\.(\d+)$")
+_DEVICE = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
+_FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+class State(Enum):
+    """Where a plugin or backend stands."""
+
+    LOADED = "loaded"
+    QUARANTINED = "quarantined"
+    DISABLED = "disabled"
+
+
+@dataclass
+class Standing:
+    """State, and why: the quarantine reason, or what disabled it. Keeps the exception."""
+
+    state: State = State.LOADED
+    reason: str = ""
+    error: BaseException | None = None
+
+    def quarantine(self, reason: str, error: BaseException | None = None) -> None:
+        self.state, self.reason, self.error = State.QUARANTINED, reason, error
+
+    def disable(self, by: str) -> None:
+        self.state, self.reason, self.error = State.DISABLED, by, None
+
+    def enable(self) -> None:
+        self.state, self.reason, self.error = State.LOADED, "", None
+
+    @property
+    def usable(self) -> bool:
+        return self.state is State.LOADED
+
+
+@dataclass(kw_only=True)
+class BackendRecord(Standing):
+    """One backend a plugin provides; ``devices`` is ``None`` until it is opened."""
+
+    spec: BackendSpec
+    plugin: str
+    section: type[BaseModel] | None = None
+    """The config section model, once it is known to be a usable one."""
+    probe: ProbeResult | None = None
+    devices: tuple[Device, ...] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+@dataclass(kw_only=True)
+class PluginRecord(Standing):
+    """One entry point of group ``zyx.backends``."""
+
+    name: str
+    target: str
+    """What the entry point names: ``zyx_cuda.plugin``."""
+    distribution: str = ""
+    """``name version`` of the distribution that declares it."""
+    backends: list[BackendRecord] = field(default_factory=list)
+
+
+class Registry:
+    """The plugins and backends of one process (see :func:`registry`).
+
+    Construct one explicitly to look at another environment: ``environ`` replaces
+    ``os.environ`` (switches, config variables, the config file's location) and
+    ``entry_points`` replaces the installed entry points of group ``zyx.backends``.
+    """
+
+    def __init__(
+        self,
+        environ: Mapping[str, str] | None = None,
+        entry_points: Iterable[EntryPoint] | None = None,
+    ) -> None:
+        self._environ = dict(os.environ if environ is None else environ)
+        self._entry_points = None if entry_points is None else list(entry_points)
+        self._lock = threading.RLock()
+        self._manager = pluggy.PluginManager(zyx.hookspecs.PROJECT)
+        self._manager.add_hookspecs(zyx.hookspecs)
+        self._plugins: list[PluginRecord] | None = None
+        self._sources: Sources | None = None
+        self._overrides: RawConfig = {}
+        self._config: Config | None = None
+        self._warnings: list[str] = []
+
+    # -- discovery -------------------------------------------------------------------
+
+    def plugins(self) -> list[PluginRecord]:
+        """Every entry point found, imported or not, with its state. Discovers on first call.
+
+        Raises ``ConfigError`` if the config file cannot be read (it may disable plugins).
+        """
+        with self._lock:
+            if self._plugins is None:
+                self._sources = read_sources(self._environ)
+                self._plugins = []
+                for ep in self._find_entry_points():
+                    self._plugins.append(self._load(ep))
+            return self._plugins
+
+    def backends(self) -> list[BackendRecord]:
+        """Every backend of every imported plugin, probed, with its state.
+
+        Raises ``ConfigError`` while the config is invalid: it decides which are enabled.
+        """
+        with self._lock:
+            self._ensure_config()
+            return [b for p in self.plugins() for b in p.backends]
+
+    @property
+    def config(self) -> Config:
+        """The validated configuration (raises ``ConfigError`` while it is invalid)."""
+        return self._ensure_config()
+
+    @property
+    def warnings(self) -> list[str]:
+        """Problems that are not errors: config sections and ``ZYX_PLUGINS`` names for
+        plugins that are not installed."""
+        with self._lock:
+            return [*self._warnings, *self._ensure_config().warnings]
+
+    @property
+    def plugin_manager(self) -> pluggy.PluginManager:
+        """The pluggy manager holding every loaded plugin (for compile-time hooks)."""
+        self.plugins()
+        return self._manager
+
+    def _find_entry_points(self) -> list[EntryPoint]:
+        if self._entry_points is None:
+            candidates = list(entry_points(group=ENTRY_POINT_GROUP))
+        else:
+            candidates = self._entry_points
+        names = {ep.name for ep in candidates}
+        self._warnings = [
+            f"ZYX_PLUGINS names {name!r}, which is not installed"
+            for name in _split(self._environ.get("ZYX_PLUGINS", ""))
+            if name not in names
+        ]
+        return candidates
+
+    def _load(self, ep: EntryPoint) -> PluginRecord:
+        """Import, check and register one entry point's plugin and collect its backends."""
+        record = PluginRecord(name=ep.name, target=ep.value, distribution=_distribution(ep))
+        refusal = self._disabled_by(ep.name)
+        if refusal:
+            record.disable(refusal)
+        elif any(p.name == ep.name for p in self._plugins or ()):
+            record.quarantine(f"another distribution already declares a plugin {ep.name!r}")
+        else:
+            self._import(record, ep)
+        _log.debug("plugin %s (%s): %s %s", ep.name, ep.value, record.state.value, record.reason)
+        return record
+
+    def _import(self, record: PluginRecord, ep: EntryPoint) -> None:
+        try:
+            module = ep.load()
+        except Exception as error:
+            record.quarantine(f"import failed: {_describe(error)}", error)
+            return
+        refusal = _api_refusal(module)
+        if refusal:
+            record.quarantine(refusal)
+            return
+        try:
+            self._manager.register(module, name=ep.name)
+        except Exception as error:
+            record.quarantine(f"its hooks are invalid: {_describe(error)}", error)
+            return
+        try:
+            specs = self._specs(module)
+        except Exception as error:
+            self._manager.unregister(module)
+            record.quarantine(f"zyx_backends() failed: {_describe(error)}", error)
+            return
+        record.backends = [self._probe(spec, ep.name) for spec in specs]
+
+    def _disabled_by(self, plugin: str) -> str:
+        """What disables ``plugin`` before it is imported, or ``""``."""
+        autoload = self._environ.get("ZYX_DISABLE_PLUGIN_AUTOLOAD", "")
+        if autoload.strip().lower() not in _FALSE:
+            return f"ZYX_DISABLE_PLUGIN_AUTOLOAD={autoload}"
+        wanted = self._environ.get("ZYX_PLUGINS", "")
+        if wanted.strip() and plugin not in _split(wanted):
+            return f"ZYX_PLUGINS={wanted} (not listed)"
+        enabled = (self._raw() | self._overrides).get((plugin, "enabled"))
+        if enabled is not None and enabled.value is False:
+            return f"{plugin}.enabled = false in {enabled.source}"
+        return ""
+
+    def _specs(self, module: Any) -> list[BackendSpec]:
+        """The plugin's own ``zyx_backends()``; a plugin may provide none (hooks only)."""
+        hook = self._manager.hook.zyx_backends
+        impls = [impl for impl in hook.get_hookimpls() if impl.plugin is module]
+        specs: list[Any] = []
+        for impl in impls:
+            returned: Any = impl.function()
+            specs.extend(returned)
+        for spec in specs:
+            if not isinstance(spec, BackendSpec):
+                raise TypeError(f"it returned {spec!r}, not a BackendSpec")
+        return specs
+
+    def _probe(self, spec: BackendSpec, plugin: str) -> BackendRecord:
+        """A record for ``spec``, quarantined unless its name, config and probe are good."""
+        record = BackendRecord(spec=spec, plugin=plugin)
+        clash = self._name_clash(spec.name, plugin)
+        if clash:
+            record.quarantine(clash)
+            return record
+        if not (isinstance(spec.config, type) and issubclass(spec.config, BaseModel)):
+            record.quarantine(f"its config {spec.config!r} is not a pydantic model")
+            return record
+        record.section = spec.config
+        try:
+            record.probe = spec.probe()
+        except Exception as error:
+            record.quarantine(f"probe failed: {_describe(error)}", error)
+            return record
+        if not record.probe.available:
+            record.quarantine(record.probe.reason or "its probe found it unavailable")
+        return record
+
+    def _name_clash(self, name: str, plugin: str) -> str:
+        if name in CORE_SECTIONS | SCALARS:
+            return f"the name {name!r} belongs to zyx's own config"
+        for other in self._plugins or ():
+            if any(b.name == name for b in other.backends):
+                return f"plugin {other.name!r} already provides a backend {name!r}"
+        return ""
+
+    def _find(self, name: str) -> BackendRecord | PluginRecord | None:
+        """The backend called ``name``, else the plugin (which may have failed to load)."""
+        plugins = self.plugins()
+        backends = [b for p in plugins for b in p.backends if b.name == name]
+        return next(iter(backends), None) or next((p for p in plugins if p.name == name), None)
+
+    # -- config ----------------------------------------------------------------------
+
+    def configure(self, settings: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
+        """Set config values from code; they win over the file and the environment.
+
+        ``configure(cuda={"device_ids": [0]}, default_device="cuda")``, or the same as one
+        mapping. Validated now: an invalid value raises ``ConfigError`` and changes
+        nothing. The section of a backend whose devices are open can no longer change.
+        """
+        with self._lock:
+            changes = flatten({**(settings or {}), **fields}, CONFIGURE)
+            for path, setting in changes.items():
+                record = self._find(path[0])
+                if isinstance(record, BackendRecord) and record.devices is not None:
+                    raise ConfigError(
+                        CONFIGURE,
+                        ".".join(path),
+                        setting.value,
+                        f"{path[0]} devices are open already; configure it before first use",
+                    )
+            overrides = self._overrides | changes
+            validated = self._validate(overrides)
+            self._overrides, self._config = overrides, validated
+            self._apply(validated)
+
+    def _raw(self) -> RawConfig:
+        assert self._sources is not None, "plugins() reads the sources first"
+        return self._sources.raw
+
+    def _ensure_config(self) -> Config:
+        with self._lock:
+            if self._config is None:
+                validated = self._validate(self._overrides)
+                self._apply(validated)
+                self._config = validated
+            return self._config
+
+    def _validate(self, overrides: RawConfig) -> Config:
+        plugins = self.plugins()
+        backends = [b for p in plugins for b in p.backends]
+        sections = {b.name: b.section for b in backends if b.section is not None}
+        installed = {p.name for p in plugins} | {b.name for b in backends}
+        assert self._sources is not None
+        return validate(self._raw() | overrides, sections, installed, self._sources.files)
+
+    def _apply(self, cfg: Config) -> None:
+        """Disable or enable each unopened backend by its section's ``enabled``."""
+        for backend in (b for p in self._plugins or () for b in p.backends):
+            if backend.devices is not None or backend.state is State.QUARANTINED:
+                continue
+            if getattr(cfg.values, backend.name).enabled:
+                backend.enable()
+            else:
+                source = cfg.source(backend.name, "enabled")
+                backend.disable(f"{backend.name}.enabled = false in {source}")
+
+    # -- devices ---------------------------------------------------------------------
+
+    def devices(self) -> list[Device]:
+        """The devices of every usable backend, highest priority first; opens backends."""
+        with self._lock:
+            ranked = sorted(self.backends(), key=lambda b: (-b.spec.priority, b.name))
+            return [device for b in ranked if b.usable for device in self._open(b)]
+
+    def device(self, name: str | None = None) -> Device:
+        """The device ``name`` names (``cuda``, ``cuda:1``, ``host``), opening its backend.
+
+        ``None`` means ``default_device`` from the config, else the first device of the
+        backend with the highest priority. A backend that is not usable raises
+        ``PluginError``, chained to the failure that quarantined it.
+        """
+        with self._lock:
+            name = name if name is not None else self.config.values.default_device
+            if name is None:
+                return self._default()
+            backend_name, index = _parse(name)
+            backend = self._usable(backend_name)
+            devices = self._open(backend)
+            if not backend.usable:
+                raise PluginError(backend_name, backend.reason) from backend.error
+            chosen = devices if index is None else [d for d in devices if d.index == index]
+            if not chosen:
+                have = ", ".join(d.name for d in devices) or "none"
+                raise PluginError(backend_name, f"it has no device {name!r} (devices: {have})")
+            return chosen[0]
+
+    def _default(self) -> Device:
+        devices = self.devices()
+        if not devices:
+            raise PluginError("(default device)", "no backend opened a device; see `zyx doctor`")
+        return devices[0]
+
+    def _usable(self, name: str) -> BackendRecord:
+        """The backend ``name`` if it is usable; else ``PluginError`` saying why."""
+        self._ensure_config()
+        record = self._find(name)
+        if record is None:
+            installed = ", ".join(sorted({b.name for b in self.backends()})) or "none"
+            raise PluginError(name, f"no backend {name!r} is installed (installed: {installed})")
+        if record.state is State.DISABLED:
+            raise PluginError(name, f"disabled by {record.reason}")
+        if record.state is State.QUARANTINED:
+            raise PluginError(name, record.reason) from record.error
+        if not isinstance(record, BackendRecord):
+            raise PluginError(name, f"plugin {name!r} provides no backend of that name")
+        return record
+
+    def _open(self, backend: BackendRecord) -> tuple[Device, ...]:
+        """The backend's devices, opened on first need; a failure quarantines it."""
+        if backend.devices is not None or not backend.usable:
+            return backend.devices or ()
+        try:
+            devices = tuple(backend.spec.open(self.config.section(backend.name)))
+            for device in devices:
+                if not isinstance(device, Device):
+                    raise TypeError(f"open() returned {device!r}, not a zyx.backend.Device")
+        except Exception as error:
+            backend.quarantine(f"open failed: {_describe(error)}", error)
+            _log.debug("backend %s quarantined: %s", backend.name, backend.reason)
+            return ()
+        backend.devices = devices
+        _log.debug("backend %s opened: %s", backend.name, [d.name for d in devices])
+        return devices
+
+
+def _api_refusal(module: object) -> str:
+    """Why the plugin API version ``module`` declares is refused, or ``""``."""
+    major, minor = zyx.hookspecs.PLUGIN_API_VERSION
+    ours = f"zyx-core {zyx.__version__} has plugin API {major}.{minor}"
+    declared = getattr(module, "ZYX_PLUGIN_API", None)
+    if declared is None:
+        return f"it does not declare ZYX_PLUGIN_API; {ours}"
+    match = _API.match(declared) if isinstance(declared, str) else None
+    if match is None:
+        return f'ZYX_PLUGIN_API = {declared!r} is not "major.minor"; {ours}'
+    their_major, their_minor = int(match[1]), int(match[2])
+    if their_major != major:
+        return f"it was written for plugin API {declared}; {ours} (major versions differ)"
+    if their_minor > minor:
+        return f"it was written for plugin API {declared}; {ours} (it needs a newer zyx-core)"
+    return ""
+
+
+def _describe(error: BaseException) -> str:
+    """``Type: message`` of ``error`` and of each exception it was raised from."""
+    parts: list[str] = []
+    current: BaseException | None = error
+    while current is not None and len(parts) < 8:
+        parts.append(f"{type(current).__name__}: {current}")
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
+    return "; caused by ".join(parts)
+
+
+def _distribution(ep: EntryPoint) -> str:
+    dist = ep.dist
+    return f"{dist.name} {dist.version}" if dist is not None else ""
+
+
+def _split(names: str) -> list[str]:
+    return [name.strip() for name in names.split(",") if name.strip()]
+
+
+def _parse(name: str) -> tuple[str, int | None]:
+    """``"cuda:1"`` to ``("cuda", 1)``; ``"host"`` to ``("host", None)``."""
+    match = _DEVICE.match(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a device string such as 'host', 'cuda' or 'cuda:1'")
+    return match[1], None if match[2] is None else int(match[2])
+
+
+_registry: Registry | None = None
+_registry_lock = threading.Lock()
+
+
+def registry() -> Registry:
+    """The process's registry, created on first call from ``os.environ``."""
+    global _registry
+    with _registry_lock:
+        if _registry is None:
+            _registry = Registry()
+        return _registry
+
+
+def devices() -> list[Device]:
+    """Every device of every usable backend, highest priority first."""
+    return registry().devices()
+
+
+def device(name: str | None = None) -> Device:
+    """The device ``name`` names: ``"host"``, ``"cuda"``, ``"cuda:1"``, ``"opencl:0"``.
+
+    ``None``: the configured ``default_device``, else the best device available.
+    """
+    return registry().device(name)
+
+
+def configure(settings: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
+    """Set config values from code; they win over the config file and the environment.
+
+    ``zyx.configure(cuda={"device_ids": [0]}, default_device="cuda")``
+    """
+    registry().configure(settings, **fields)
