@@ -1,14 +1,49 @@
 """zyx: a compute framework whose backends are plugins.
 
-``import zyx`` is cheap: it imports no plugin and no native library. Devices are
-discovered on first use.
+``import zyx`` is cheap: it imports no plugin, no native library, and neither numpy nor
+pydantic nor pluggy. Devices are discovered on first use; the public names that need
+discovery (``zyx.devices``, ``zyx.device``, ``zyx.configure``) are imported when first
+touched.
 """
+
+import importlib
+import os
+from typing import TYPE_CHECKING, Any
 
 from zyx.errors import BackendError, ConfigError, ErrorStatus, IRError, PluginError, ZyxError
 
+if TYPE_CHECKING:
+    from zyx.plugins import configure, device, devices
+
 __version__ = "0.1.0"
+
+_LAZY = {
+    "configure": "zyx.plugins",
+    "device": "zyx.plugins",
+    "devices": "zyx.plugins",
+}
+"""Public name to the module that defines it, imported on first access."""
 
 __all__ = [
     "BackendError", "ConfigError", "ErrorStatus", "IRError", "PluginError", "ZyxError",
-    "__version__",
+    "__version__", "configure", "device", "devices",
 ]  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zyx' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+if os.environ.get("ZYX_DEBUG"):
+    from zyx import log
+
+    log.setup()
