@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 from typing import Any
 
 import pluggy
@@ -187,6 +188,8 @@ class Registry:
             candidates = list(entry_points(group=ENTRY_POINT_GROUP))
         else:
             candidates = self._entry_points
+        # A fixed order makes "the first distribution to declare a name wins" reproducible.
+        candidates = sorted(candidates, key=lambda ep: (ep.name, ep.value))
         names = {ep.name for ep in candidates}
         self._warnings = [
             f"ZYX_PLUGINS names {name!r}, which is not installed"
@@ -328,13 +331,19 @@ class Registry:
                 self._config = validated
             return self._config
 
-    def _validate(self, overrides: RawConfig) -> Config:
+    def check_config(self, raw: RawConfig, files: tuple[Path, ...] = ()) -> Config:
+        """Validate ``raw`` on its own (not merged with this process's sources) against the
+        sections of the backends found: ``zyx config validate FILE``."""
         plugins = self.plugins()
         backends = [b for p in plugins for b in p.backends]
         sections = {b.name: b.section for b in backends if b.section is not None}
         installed = {p.name for p in plugins} | {b.name for b in backends}
+        return validate(raw, sections, installed, files)
+
+    def _validate(self, overrides: RawConfig) -> Config:
+        self.plugins()
         assert self._sources is not None
-        return validate(self._raw() | overrides, sections, installed, self._sources.files)
+        return self.check_config(self._raw() | overrides, self._sources.files)
 
     def _apply(self, cfg: Config) -> None:
         """Disable or enable each unopened backend by its section's ``enabled``."""

@@ -1,0 +1,201 @@
+"""The ``zyx`` command: ``devices``, ``doctor``, ``config show``, ``config validate``, ``check``.
+
+A user error (bad config, unusable backend) prints one message in red and exits 1, never
+a traceback; a traceback means a bug in zyx or a plugin.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, ParamSpec, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import zyx
+from zyx.backend import Device
+from zyx.config import Config, read_file
+from zyx.dtypes import DTypeCapability
+from zyx.errors import ZyxError
+from zyx.hookspecs import PLUGIN_API_VERSION
+from zyx.plugins import BackendRecord, State, registry
+
+app = typer.Typer(
+    help="zyx: a compute framework whose backends are plugins.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+config_app = typer.Typer(help="Show or validate the configuration.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+_STATE_STYLE = {State.LOADED: "green", State.QUARANTINED: "red", State.DISABLED: "yellow"}
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def user_errors(command: Callable[P, R]) -> Callable[P, R]:
+    """Turn a ``ZyxError`` raised by ``command`` into a red message and exit status 1."""
+
+    @functools.wraps(command)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except ZyxError as error:
+            err.print(f"[red]error: {escape(describe(error))}[/red]")
+            raise typer.Exit(1) from None
+
+    return run
+
+
+def describe(error: BaseException) -> str:
+    """The error's message, and the message of the exception that caused it."""
+    cause = error.__cause__
+    text = str(error)
+    return f"{text} (caused by {type(cause).__name__}: {cause})" if cause else text
+
+
+@app.command()
+@user_errors
+def devices() -> None:
+    """List the devices of every usable backend."""
+    reg = registry()
+    found = reg.devices()
+    if not found:
+        err.print("[red]error: no backend opened a device; `zyx doctor` says why[/red]")
+        raise typer.Exit(1)
+    table = Table("backend", "device", "name", "memory", "compute", "local threads", "warp",
+                  "dtypes")  # fmt: skip
+    for device in found:
+        table.add_row(*_device_row(device))
+    out.print(table)
+    unusable = [b for b in reg.backends() if not b.usable]
+    for backend in unusable:
+        out.print(f"[yellow]{backend.name}: {backend.state.value} (see `zyx doctor`)[/yellow]")
+
+
+def _device_row(device: Device) -> list[str]:
+    info = device.info
+    dtypes = [d.value for d, caps in info.dtypes.items() if caps & DTypeCapability.STORAGE]
+    return [
+        device.backend,
+        device.name,
+        info.name,
+        _bytes(info.global_mem_size),
+        f"{info.compute / 1e12:.2f} TFLOP/s",
+        str(info.max_local_threads),
+        str(info.warp_size),
+        " ".join(dtypes),
+    ]
+
+
+@app.command()
+@user_errors
+def doctor() -> None:
+    """Show each plugin's state and why, the native libraries found, and the config read."""
+    reg = registry()
+    major, minor = PLUGIN_API_VERSION
+    out.print(
+        f"zyx-core {zyx.__version__}, plugin API {major}.{minor}, "
+        f"Python {platform.python_version()} on {platform.platform()}"
+    )
+    reg.devices()  # opening the backends is what shows whether they work
+    out.print("\n[bold]plugins[/bold]")
+    for p in reg.plugins():
+        _print_standing(f"{p.name} ({p.distribution or p.target})", p.state, p.reason)
+    out.print("\n[bold]backends[/bold]")
+    for b in reg.backends():
+        _print_standing(f"{b.name} (plugin {b.plugin}, priority {b.spec.priority})", b.state,
+                        b.reason, _devices_note(b))  # fmt: skip
+    out.print("\n[bold]native libraries[/bold]")
+    for b in reg.backends():
+        for library, where in (b.probe.libraries if b.probe else {}).items():
+            out.print(f"  {b.name}: {escape(library)}: {escape(where)}")
+    out.print("\n[bold]config[/bold]")
+    _print_config(reg.config, reg.warnings)
+
+
+def _print_standing(title: str, state: State, reason: str, note: str = "") -> None:
+    """One line per plugin or backend, and its reason indented below it."""
+    style = _STATE_STYLE[state]
+    note = f": {escape(note)}" if note else ""
+    out.print(f"  {escape(title)}: [{style}]{state.value}[/{style}]{note}")
+    if reason:
+        out.print(f"      {escape(reason)}")
+
+
+def _devices_note(backend: BackendRecord) -> str:
+    if backend.devices is not None:
+        return ", ".join(d.name for d in backend.devices) or "no devices selected"
+    if backend.probe is None:
+        return ""
+    seen = f"{backend.probe.devices} device{'s' if backend.probe.devices != 1 else ''} seen"
+    return f"{seen}, {backend.probe.reason}" if backend.probe.reason else seen
+
+
+def _print_config(config: Config, warnings: list[str]) -> None:
+    files = ", ".join(map(str, config.files)) or "none (defaults and environment only)"
+    out.print(f"  files read: {escape(files)}")
+    for warning in warnings:
+        out.print(f"  [yellow]warning: {escape(warning)}[/yellow]")
+
+
+@config_app.command("show")
+@user_errors
+def config_show() -> None:
+    """Show the effective configuration and where each value came from."""
+    reg = registry()
+    table = Table("field", "value", "source")
+    for field, value, source in reg.config.rows():
+        table.add_row(field, escape(repr(value)), escape(source))
+    out.print(table)
+    _print_config(reg.config, reg.warnings)
+
+
+@config_app.command("validate")
+@user_errors
+def config_validate(
+    file: Annotated[Path, typer.Argument(help="a zyx config.json to check")],
+) -> None:
+    """Check a config file against the installed backends' sections."""
+    reg = registry()
+    checked = reg.check_config(read_file(file, required_by="zyx config validate"), (file,))
+    for warning in checked.warnings:
+        out.print(f"[yellow]warning: {escape(warning)}[/yellow]")
+    out.print(f"[green]{escape(str(file))} is valid[/green]")
+
+
+@app.command()
+@user_errors
+def check(
+    backend: Annotated[
+        str | None, typer.Argument(help="backend to check; default: every usable one")
+    ] = None,
+) -> None:
+    """Run zyx's self-check on a backend (or on all) and report the result."""
+    from zyx.check import run
+
+    raise typer.Exit(run(backend))
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+def main() -> None:
+    """Entry point of the ``zyx`` script."""
+    app()
