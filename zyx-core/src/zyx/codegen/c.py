@@ -90,6 +90,17 @@ def round_to(value: float, dtype: DType) -> float:
     return value
 
 
+def guarded_division(op: BOp, a: str, b: str, dtype: DType) -> str:
+    """Integer ``/`` or ``%`` with the IR's semantics: 0 for a zero divisor, and MIN / -1
+    wraps, where C is undefined (x86 traps with SIGFPE, which kills the process)."""
+    if op is BOp.MOD:
+        zero = f"{b} == 0 || {b} == -1" if dtype.is_signed else f"{b} == 0"
+        return f"(({zero}) ? 0 : {a} % {b})"
+    if dtype.is_signed:
+        return f"({b} == 0 ? 0 : {b} == -1 ? -{a} : {a} / {b})"
+    return f"({b} == 0 ? 0 : {a} / {b})"
+
+
 _BINARY_INFIX = {
     BOp.ADD: "+", BOp.SUB: "-", BOp.MUL: "*", BOp.DIV: "/", BOp.CMPLT: "<", BOp.CMPGT: ">",
     BOp.CMPGE: ">=", BOp.OR: "||", BOp.AND: "&&", BOp.BITXOR: "^", BOp.BITOR: "|",
@@ -208,6 +219,8 @@ class CDialect:
             return f"({a} > {b} ? {a} : {b})"
         if op is BOp.POW:
             return f"{self.function('pow', dtype)}({a}, {b})"
+        if op in (BOp.DIV, BOp.MOD) and dtype.is_int:
+            return guarded_division(op, a, b, dtype)
         if op is BOp.MOD and dtype.is_float:
             return f"{self.function('fmod', dtype)}({a}, {b})"
         if op is BOp.MOD:
