@@ -117,9 +117,12 @@ def doctor() -> None:
         _print_standing(f"{b.name} (plugin {b.plugin}, priority {b.spec.priority})", b.state,
                         b.reason, _devices_note(b))  # fmt: skip
     out.print("\n[bold]native libraries[/bold]")
-    for b in reg.backends():
-        for library, where in (b.probe.libraries if b.probe else {}).items():
-            out.print(f"  {b.name}: {escape(library)}: {escape(where)}")
+    libraries = [(b.name, lib, where) for b in reg.backends() if b.probe
+                 for lib, where in b.probe.libraries.items()]  # fmt: skip
+    for backend, library, where in libraries:
+        out.print(f"  {backend}: {escape(library)}: {escape(where)}")
+    if not libraries:
+        out.print("  none reported")
     out.print("\n[bold]config[/bold]")
     _print_config(reg.config, reg.warnings)
 

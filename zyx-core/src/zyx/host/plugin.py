@@ -28,8 +28,17 @@ class HostSection(BackendSection):
 
 
 def probe() -> ProbeResult:
-    """The host is always there."""
-    return ProbeResult(available=True, devices=1, reason=f"{os.cpu_count() or 1} cores")
+    """The host is always there; the C compiler decides how its kernels run."""
+    from zyx.host.compiler import find_compiler
+
+    compiler, why_not = find_compiler()
+    where = compiler or f"not found ({why_not}): kernels run in the numpy interpreter"
+    return ProbeResult(
+        available=True,
+        devices=1,
+        reason=f"{os.cpu_count() or 1} cores",
+        libraries={"C compiler": where},
+    )
 
 
 def open_host(section: HostSection) -> Sequence[Device]:
