@@ -1,0 +1,336 @@
+"""The host C dialect: a kernel becomes one C function over all its work-groups.
+
+The entry point is ``void NAME(void* const* args, int32_t nthreads)``: ``args[i]`` points to
+param ``i``'s buffer, or to its scalar value for a ``Variable``. One pointer array keeps the
+ctypes call cheap (the device fills it in place per launch). ``nthreads`` is the OpenMP
+team size; 0 means OpenMP's default.
+
+Work-groups are loops spread over threads by ``#pragma omp parallel for collapse(n)
+schedule(static)``: one contiguous chunk of groups per thread. Inside a group, work-items
+are loops run in phases between barriers (see ``zyx.host.phases``); the innermost loop runs
+over axis 0 of the work-items, so consecutive items are consecutive iterations the compiler
+can vectorize.
+
+f16 is C's ``_Float16`` where the compiler has it, else 16-bit integers converted in
+software; bf16 is always converted in software (round to nearest even). Both compute in
+float. Integer division and remainder by zero give 0 instead of trapping (the interpreter
+agrees); signed overflow wraps because the compiler runs with ``-fwrapv``.
+"""
+
+from __future__ import annotations
+
+from zyx.codegen.c import CDialect, Source, sanitize
+from zyx.dtypes import DType
+from zyx.host.phases import GroupLoop, Hoisted, Phase, Schedule, Step, schedule
+from zyx.ir.ops import (
+    BOp,
+    Cast,
+    Const,
+    Define,
+    EndIf,
+    EndLoop,
+    If,
+    Kernel,
+    Loop,
+    Param,
+    ParamKind,
+    Range,
+    Ref,
+    Scope,
+    SymDim,
+)
+
+_STORAGE = {
+    DType.BOOL: "bool", DType.U8: "uint8_t", DType.U16: "uint16_t", DType.U32: "uint32_t",
+    DType.U64: "uint64_t", DType.I8: "int8_t", DType.I16: "int16_t", DType.I32: "int32_t",
+    DType.I64: "int64_t", DType.BF16: "uint16_t", DType.F32: "float", DType.F64: "double",
+}  # fmt: skip
+
+_HEADERS = """\
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+"""
+
+_BF16 = """\
+static inline float zyx_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static inline uint16_t zyx_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even */
+}
+"""
+
+# For compilers without _Float16. float -> half after F. Giesen's float_to_half_fast3_rtne:
+# the subnormal case lets the FPU round by adding a magic number.
+_SOFT_F16 = """\
+static inline float zyx_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu, u;
+  float f;
+  if (em >= 0x7c00u) {
+    u = sign | 0x7f800000u | ((em & 0x3ffu) << 13); /* inf, NaN */
+  } else if (em >= 0x0400u) {
+    u = sign | ((em << 13) + 0x38000000u); /* normal: rebias the exponent by 112 */
+  } else {
+    f = (float)em * 0x1p-24f; /* subnormal: exact in float */
+    memcpy(&u, &f, sizeof u);
+    u |= sign;
+  }
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+static inline uint16_t zyx_f32_to_f16(float value) {
+  uint32_t u, sign;
+  memcpy(&u, &value, sizeof u);
+  sign = (u >> 16) & 0x8000u;
+  u &= 0x7fffffffu;
+  if (u >= 0x47800000u) return (uint16_t)(sign | (u > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (u < 0x38800000u) { /* subnormal or zero */
+    float f, magic = 0.5f;
+    memcpy(&f, &u, sizeof f);
+    f += magic;
+    memcpy(&u, &f, sizeof u);
+    return (uint16_t)(sign | (u - 0x3f000000u));
+  }
+  u += 0xc8000fffu + ((u >> 13) & 1u); /* rebias by -112, round to nearest even */
+  return (uint16_t)(sign | (u >> 13));
+}
+"""
+
+
+class HostDialect(CDialect):
+    """Host C (C11 with OpenMP pragmas). One instance renders one kernel at a time."""
+
+    name = "host-c"
+
+    def __init__(self, *, native_f16: bool = True) -> None:
+        self.native_f16 = native_f16
+        self._schedule = Schedule([], frozenset(), frozenset())
+        self._local_axes: list[int] = []
+
+    # ---- types and expressions ----------------------------------------------------------
+
+    def storage_type(self, dtype: DType) -> str:
+        if dtype is DType.F16:
+            return "_Float16" if self.native_f16 else "uint16_t"
+        return _STORAGE[dtype]
+
+    def preamble(self, kernel: Kernel) -> str:
+        # Every f16/bf16 value starts as a param, Define, Cast or Const of that dtype.
+        dtypes = {op.dtype for op in kernel.ops if isinstance(op, (Param, Define, Cast, Const))}
+        parts = [_HEADERS]
+        if DType.BF16 in dtypes:
+            parts.append(_BF16)
+        if DType.F16 in dtypes and not self.native_f16:
+            parts.append(_SOFT_F16)
+        return "".join(parts)
+
+    def load(self, ptr: str, index: str, dtype: DType) -> str:
+        return self.from_storage(f"{ptr}[{index}]", dtype)
+
+    def from_storage(self, value: str, dtype: DType) -> str:
+        if dtype is DType.BF16:
+            return f"zyx_bf16_to_f32({value})"
+        if dtype is DType.F16:
+            return f"(float){value}" if self.native_f16 else f"zyx_f16_to_f32({value})"
+        return value
+
+    def store(self, ptr: str, index: str, value: str, dtype: DType) -> str:
+        return f"{ptr}[{index}] = {self.to_storage(value, dtype)}"
+
+    def to_storage(self, value: str, dtype: DType) -> str:
+        if dtype is DType.BF16:
+            return f"zyx_f32_to_bf16({value})"
+        if dtype is DType.F16:
+            return f"(_Float16)({value})" if self.native_f16 else f"zyx_f32_to_f16({value})"
+        return value
+
+    def round16(self, x: str, dtype: DType) -> str:
+        if dtype is DType.F16 and self.native_f16:
+            return f"(float)(_Float16)({x})"
+        return self.from_storage(self.to_storage(x, dtype), dtype)
+
+    def cast(self, x: str, src: DType, dst: DType) -> str:
+        if dst is DType.F16 and self.native_f16:
+            return f"(float)(_Float16)({x})"  # one rounding, also from double and int64
+        return super().cast(x, src, dst)
+
+    def function(self, name: str, dtype: DType) -> str:
+        return name if dtype is DType.F64 else f"{name}f"
+
+    def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+        if op in (BOp.DIV, BOp.MOD) and not dtype.is_float and dtype is not DType.BOOL:
+            return _guarded_division(op, a, b, dtype)
+        return super().binary(op, a, b, dtype)
+
+    # ---- the kernel's frame -------------------------------------------------------------
+
+    def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
+        return f"void {name}(void* const* args, int32_t nthreads)"
+
+    def range_index(self, op: Range) -> str:
+        return f"{'g' if op.scope is Scope.GROUP else 'l'}{op.axis}"
+
+    def local_decl(self, dtype: DType, name: str, length: int) -> str:
+        return f"{self.storage_type(dtype)} {name}[{length}]"
+
+    def barrier(self) -> str:
+        raise AssertionError("the host renders barriers as phase boundaries")
+
+    def ref_name(self, kernel: Kernel, ref: Ref) -> str:
+        name = super().ref_name(kernel, ref)
+        return f"{name}[lid]" if ref in self._schedule.spilled else name
+
+    def declare(self, name: str, dtype: DType, value: str) -> str:
+        if int(name[1:]) in self._schedule.spilled:
+            return f"{name}[lid] = {value};"
+        return super().declare(name, dtype, value)
+
+    # ---- the renderer -------------------------------------------------------------------
+
+    def render(self, kernel: Kernel) -> Source:
+        """The kernel as host C; raises IRError where a barrier loop's trip count varies."""
+        self._schedule = schedule(kernel)
+        self._local_axes = _axes(kernel, Scope.LOCAL)
+        name = sanitize(kernel.name)
+        out = _Lines()
+        out.add(self.signature(kernel, name, []) + " {", +1)
+        self.unpack_params(kernel, out)
+        self.group_loops(kernel, out)
+        self.group_body(kernel, out)
+        out.add("}", -1)
+        out.add("}", -1)
+        return Source(name, self.preamble(kernel) + "\n" + out.text(), self.name)
+
+    def unpack_params(self, kernel: Kernel, out: _Lines) -> None:
+        for i, param in enumerate(kernel.params):
+            decl = self.param_decl(param, f"p{i}")
+            if param.kind is ParamKind.VARIABLE:
+                value = f"*(const {self.value_type(param.dtype)}*)args[{i}]"
+                if param.dtype in (DType.F16, DType.BF16):
+                    value = self.round16(value, param.dtype)
+            else:
+                const = "const " if param.kind is ParamKind.GLOBAL else ""
+                value = f"({const}{self.storage_type(param.dtype)}*)args[{i}]"
+            out.add(f"{decl} = {value};")
+
+    def group_loops(self, kernel: Kernel, out: _Lines) -> None:
+        """Open the loops over work-groups, shared among OpenMP threads."""
+        axes = _axes(kernel, Scope.GROUP)
+        for axis in axes:
+            out.add(f"const int64_t G{axis} = {_group_count(kernel.global_size[axis])};")
+        if axes:
+            total = " * ".join(f"G{a}" for a in axes)
+            out.add(
+                f"#pragma omp parallel for collapse({len(axes)}) schedule(static) "
+                f"num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) if({total} > 1)"
+            )
+        for axis in reversed(axes):
+            out.add(f"for (int64_t g{axis} = 0; g{axis} < G{axis}; ++g{axis})")
+        out.add("{", +1)
+
+    def group_body(self, kernel: Kernel, out: _Lines) -> None:
+        """Group ranges, local memory, spill arrays, then the steps."""
+        plan = self._schedule
+        size = kernel.local_size[0] * kernel.local_size[1] * kernel.local_size[2]
+        for ref, op in enumerate(kernel.ops):
+            if ref in plan.group_level and isinstance(op, (Range, Define)):
+                out.add(self.render_op(kernel, ref))
+        for ref in sorted(plan.spilled):
+            op = kernel.ops[ref]
+            t = self.value_type(kernel.dtype_of(ref))
+            length = f"[{op.length}]" if isinstance(op, Define) else ""
+            out.add(f"{t} v{ref}[{size}]{length};")
+        self.steps(kernel, plan.steps, out)
+
+    def steps(self, kernel: Kernel, steps: list[Step], out: _Lines) -> None:
+        for step in steps:
+            if isinstance(step, Hoisted):
+                out.add(self.render_op(kernel, step.ref))
+            elif isinstance(step, GroupLoop):
+                out.add(self.render_op(kernel, step.ref), +1)
+                self.steps(kernel, step.steps, out)
+                out.add("}", -1)
+            else:
+                self.phase(kernel, step, out)
+
+    def phase(self, kernel: Kernel, phase: Phase, out: _Lines) -> None:
+        """One loop over the group's work-items running ``phase``'s ops."""
+        local = kernel.local_size
+        for axis in reversed(self._local_axes):
+            out.add(f"for (int64_t l{axis} = 0; l{axis} < {local[axis]}; ++l{axis})")
+        out.add("{", +1)
+        if self._schedule.spilled:
+            out.add(f"const int64_t lid = {_flat_local(self._local_axes, local)};")
+        for ref, op in enumerate(kernel.ops):
+            if isinstance(op, Range) and op.scope is Scope.LOCAL:
+                out.add(self.render_op(kernel, ref))
+        for ref in range(phase.start, phase.stop):
+            op = kernel.ops[ref]
+            skip = ref in self._schedule.group_level or isinstance(op, (Param, Range))
+            if skip or (ref in self._schedule.spilled and isinstance(op, Define)):
+                continue
+            closes = isinstance(op, (EndLoop, EndIf))
+            opens = isinstance(op, (Loop, If))
+            out.add(self.render_op(kernel, ref), +1 if opens else -1 if closes else 0)
+        out.add("}", -1)
+
+
+class _Lines:
+    """Indented source lines; ``add(line, +1)`` opens a block, ``add(line, -1)`` closes one."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def add(self, line: str, change: int = 0) -> None:
+        if change < 0:
+            self.depth += change
+        if line:
+            self.lines.append("  " * self.depth + line)
+        if change > 0:
+            self.depth += change
+
+    def text(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def _axes(kernel: Kernel, scope: Scope) -> list[int]:
+    """The axes that have a range of ``scope``, ascending."""
+    return sorted(op.axis for op in kernel.ops if isinstance(op, Range) and op.scope is scope)
+
+
+def _group_count(size: int | SymDim) -> str:
+    if isinstance(size, SymDim):
+        return f"(p{size.param} + {size.div - 1}) / {size.div}"
+    return str(size)
+
+
+def _flat_local(axes: list[int], local: tuple[int, int, int]) -> str:
+    """The work-item's index within its group, axis 0 fastest."""
+    terms, stride = [], 1
+    for axis in axes:
+        terms.append(f"l{axis} * {stride}" if stride > 1 else f"l{axis}")
+        stride *= local[axis]
+    return " + ".join(terms) or "0"
+
+
+def _guarded_division(op: BOp, a: str, b: str, dtype: DType) -> str:
+    """Integer ``/`` or ``%`` that gives 0 for a zero divisor and wraps for MIN / -1, where
+    C traps (SIGFPE would kill the Python process)."""
+    if op is BOp.MOD:
+        zero = f"{b} == 0 || {b} == -1" if dtype.is_signed else f"{b} == 0"
+        return f"(({zero}) ? 0 : {a} % {b})"
+    if dtype.is_signed:
+        return f"({b} == 0 ? 0 : {b} == -1 ? -{a} : {a} / {b})"
+    return f"({b} == 0 ? 0 : {a} / {b})"

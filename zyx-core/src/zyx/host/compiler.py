@@ -1,0 +1,199 @@
+"""Compiles host C with the system C compiler, loads it with ctypes, caches it on disk.
+
+The compiler is ``cc`` unless ``ZYX_HOST_COMPILER`` names another; ``ZYX_HOST_COMPILER=none``
+means there is none (the host device then interprets kernels). What the compiler supports
+(``-march=native``, ``-fopenmp``, ``_Float16``) is detected once per process by compiling
+tiny probes.
+
+Shared objects are cached in ``$ZYX_CACHE_DIR/host``, else ``$XDG_CACHE_HOME/zyx/host``,
+else ``~/.cache/zyx/host``, named by a hash of the source, the compiler's identity and
+version, the flags and the CPU (``-march=native`` code is only valid on the CPU it was
+made for). Each is written under a temporary name and renamed into place, so a process
+never loads a half-written file.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from zyx.codegen.c import Source
+from zyx.errors import BackendError, ErrorStatus
+from zyx.host.cpu import cpu_info
+
+log = logging.getLogger("zyx.compile")
+asm_log = logging.getLogger("zyx.asm")
+
+KernelFunction = Callable[[ctypes.Array[ctypes.c_void_p], int], None]
+"""A compiled kernel: ``fn(args, nthreads)``."""
+
+_BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno")
+# -fwrapv: signed overflow wraps, as in the interpreter and on GPUs, instead of being UB
+# the optimizer may exploit. -fno-math-errno: lets sqrt and friends vectorize.
+
+_PROBES = {
+    "-march=native": "int zyx_probe(int x) { return x + 1; }\n",
+    "-fopenmp": (
+        "#include <omp.h>\n"
+        "int zyx_probe(void) { int n = 0;\n"
+        "#pragma omp parallel reduction(+ : n)\n"
+        "n += omp_get_num_threads(); return n; }\n"
+    ),
+    "_Float16": "_Float16 zyx_probe(_Float16 x) { return x * x; }\n",
+}
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A working C compiler and what it supports."""
+
+    command: str
+    """Absolute path of the compiler."""
+    version: str
+    """First line of ``--version``."""
+    flags: tuple[str, ...]
+    openmp: bool
+    native_f16: bool
+
+    def describe(self) -> str:
+        features = ["OpenMP" if self.openmp else "no OpenMP"]
+        if "-march=native" in self.flags:
+            features.append("-march=native")
+        return f"{self.command} ({self.version}; {', '.join(features)})"
+
+
+def find_compiler(environ: Mapping[str, str] = os.environ) -> tuple[str | None, str]:
+    """The compiler's absolute path, or ``None`` and why not. Cheap: runs nothing."""
+    name = environ.get("ZYX_HOST_COMPILER", "cc").strip() or "cc"
+    if name.lower() == "none":
+        return None, "ZYX_HOST_COMPILER=none"
+    path = shutil.which(name)
+    if path is None:
+        return None, f"no C compiler {name!r} on PATH"
+    return path, ""
+
+
+@cache
+def toolchain() -> Toolchain | None:
+    """The detected toolchain, or ``None`` where no compiler works. Once per process."""
+    path, why = find_compiler()
+    if path is None:
+        log.info("host: %s; kernels run in the numpy interpreter", why)
+        return None
+    try:
+        version = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, check=True, timeout=60
+        ).stdout.splitlines()[0]
+    except (OSError, subprocess.SubprocessError, IndexError) as error:
+        log.warning("host: %s does not run (%s); kernels run in the numpy interpreter", path, error)
+        return None
+    supported = _probe_features(path)
+    if supported is None:
+        log.warning("host: %s cannot build a shared library; kernels run in the interpreter", path)
+        return None
+    flags = _BASE_FLAGS + tuple(f for f in ("-march=native", "-fopenmp") if f in supported)
+    found = Toolchain(path, version, flags, "-fopenmp" in supported, "_Float16" in supported)
+    log.info("host: compiler %s", found.describe())
+    return found
+
+
+def _probe_features(compiler: str) -> set[str] | None:
+    """The optional features the compiler supports, or ``None`` if it builds nothing."""
+    supported: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="zyx-probe-") as tmp:
+        if not _builds(compiler, Path(tmp), "int zyx_probe(void) { return 0; }\n", []):
+            return None
+        for feature, code in _PROBES.items():
+            flags = [feature] if feature.startswith("-") else []
+            if _builds(compiler, Path(tmp), code, flags):
+                supported.add(feature)
+    return supported
+
+
+def _builds(compiler: str, tmp: Path, code: str, flags: list[str]) -> bool:
+    source = tmp / "probe.c"
+    source.write_text(code)
+    command = [compiler, *_BASE_FLAGS, *flags, str(source), "-o", str(tmp / "probe.so")]
+    try:
+        return subprocess.run(command, capture_output=True, timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
+    """Where compiled host kernels are kept."""
+    if root := environ.get("ZYX_CACHE_DIR"):
+        return Path(root) / "host"
+    xdg = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "zyx" / "host"
+
+
+class HostCompiler:
+    """Builds and loads kernels with one toolchain; every result is cached on disk."""
+
+    def __init__(self, toolchain: Toolchain, directory: Path | None = None) -> None:
+        self.toolchain = toolchain
+        self.directory = directory if directory is not None else cache_dir()
+        cpu = cpu_info()
+        identity = "\0".join(
+            [toolchain.command, toolchain.version, *toolchain.flags, cpu.model, *sorted(cpu.flags)]
+        )
+        self._identity = hashlib.sha256(identity.encode()).hexdigest()
+
+    def path_for(self, source: Source) -> Path:
+        key = hashlib.sha256(f"{self._identity}\0{source.digest}".encode()).hexdigest()
+        return self.directory / f"{source.name}-{key[:32]}.so"
+
+    def compile(self, source: Source) -> tuple[ctypes.CDLL, KernelFunction]:
+        """The loaded library and its kernel function. Raises KernelCompilation with the
+        compiler's stderr in ``log``."""
+        path = self.path_for(source)
+        if path.exists():
+            log.debug("host: cache hit for %s: %s", source.name, path)
+        else:
+            asm_log.debug("host: source of %s:\n%s", source.name, source.code)
+            self._build(source, path)
+        try:
+            library = ctypes.CDLL(str(path))
+            function = getattr(library, source.name)
+        except (OSError, AttributeError) as error:
+            raise BackendError(
+                ErrorStatus.KERNEL_COMPILATION, f"cannot load {path}: {error}"
+            ) from error
+        function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
+        function.restype = None
+        return library, function
+
+    def _build(self, source: Source, path: Path) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="zyx-cc-", dir=self.directory) as tmp:
+            c_file = Path(tmp) / f"{source.name}.c"
+            c_file.write_text(source.code)
+            built = Path(tmp) / path.name
+            command = [self.toolchain.command, *self.toolchain.flags, str(c_file), "-o", str(built)]
+            log.info("host: compiling %s: %s", source.name, " ".join(command))
+            try:
+                result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+            except (OSError, subprocess.SubprocessError) as error:
+                raise BackendError(
+                    ErrorStatus.KERNEL_COMPILATION, f"cannot run {self.toolchain.command}: {error}"
+                ) from error
+            if result.returncode != 0:
+                raise BackendError(
+                    ErrorStatus.KERNEL_COMPILATION,
+                    f"{self.toolchain.command} failed on kernel {source.name!r} "
+                    f"(exit status {result.returncode})",
+                    log=result.stderr,
+                )
+            if result.stderr:
+                log.debug("host: compiler output for %s:\n%s", source.name, result.stderr)
+            os.replace(built, path)  # atomic: readers see no file or the whole file

@@ -1,0 +1,207 @@
+"""The host device: kernels compiled to C and run on the CPU's cores, synchronously.
+
+Where no C compiler works (none installed, or ``ZYX_HOST_COMPILER=none``), the same
+kernels run in the numpy interpreter; the device's ``info.name`` and the ``zyx.dev`` log say
+so. Launches return when the kernel has finished: the host has nothing to overlap with.
+
+Buffers passed to one launch must not overlap when one of them is written (the kernel's
+pointers are ``restrict``), as on every backend.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from zyx.backend import Arg, Buffer, Device, DeviceInfo, Program
+from zyx.dtypes import DType, DTypeCapability
+from zyx.errors import BackendError, ErrorStatus, IRError
+from zyx.host.codegen import HostDialect
+from zyx.host.compiler import HostCompiler, KernelFunction, Toolchain, toolchain
+from zyx.host.cpu import cpu_info
+from zyx.host.pool import HostPool
+from zyx.ir.interpreter import interpret
+from zyx.ir.ops import Kernel, ParamKind
+from zyx.ir.verify import check_limits
+
+log = logging.getLogger("zyx.dev")
+launch_log = logging.getLogger("zyx.launch")
+
+_LOCAL_MEMORY = 64 * 1024
+"""Local memory per group: arrays on the worker thread's stack, small enough to stay in
+L1/L2 and far below any thread's stack size."""
+
+_SCALAR_TYPES: dict[DType, type[ctypes._SimpleCData[Any]]] = {
+    DType.BOOL: ctypes.c_bool, DType.U8: ctypes.c_uint8, DType.U16: ctypes.c_uint16,
+    DType.U32: ctypes.c_uint32, DType.U64: ctypes.c_uint64, DType.I8: ctypes.c_int8,
+    DType.I16: ctypes.c_int16, DType.I32: ctypes.c_int32, DType.I64: ctypes.c_int64,
+    DType.F16: ctypes.c_float, DType.BF16: ctypes.c_float, DType.F32: ctypes.c_float,
+    DType.F64: ctypes.c_double,
+}  # fmt: skip
+"""The C type a Variable is passed as (its ``value_type`` in the host dialect)."""
+
+
+class HostDevice(Device):
+    """The CPU. ``threads`` caps the worker threads of a kernel (``None``: OpenMP's default,
+    one per core unless ``OMP_NUM_THREADS`` says otherwise)."""
+
+    backend = "host"
+    index = 0
+
+    def __init__(self, pool: HostPool, threads: int | None = None) -> None:
+        self.pool = pool
+        self.threads = threads
+        self.toolchain = toolchain()
+        self._compiler = HostCompiler(self.toolchain) if self.toolchain else None
+        self.info = _device_info(self.toolchain, pool)
+        log.info("host: opened %s", self.info.name)
+
+    @property
+    def name(self) -> str:
+        return "host"
+
+    @property
+    def interpreted(self) -> bool:
+        """Whether kernels run in the numpy interpreter (no working C compiler)."""
+        return self._compiler is None
+
+    def compile(self, kernel: Kernel) -> Program:
+        try:
+            check_limits(kernel, self.info)
+            if self._compiler is None:
+                return InterpretedProgram(self, kernel)
+            assert self.toolchain is not None
+            source = HostDialect(native_f16=self.toolchain.native_f16).render(kernel)
+        except IRError as error:
+            raise BackendError(ErrorStatus.KERNEL_COMPILATION, str(error)) from error
+        library, function = self._compiler.compile(source)
+        return CompiledProgram(self, kernel, library, function)
+
+    def launch(self, program: Program, args: Sequence[Arg]) -> None:
+        if not isinstance(program, HostProgram) or program.device is not self:
+            raise BackendError(ErrorStatus.KERNEL_LAUNCH, f"{program!r} was not compiled here")
+        program.check_args(args)
+        if launch_log.isEnabledFor(logging.DEBUG):
+            launch_log.debug("host: launch %s groups=%s", program.name, program.groups(args))
+        program.run(args, self.threads or 0)
+
+    def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
+        start = time.perf_counter_ns()
+        self.launch(program, args)
+        return time.perf_counter_ns() - start
+
+    def release(self, program: Program) -> None:
+        if isinstance(program, HostProgram):
+            program.release()
+
+    def synchronize(self) -> None:
+        """Nothing is ever pending: launches are synchronous."""
+
+
+class HostProgram(Program):
+    """A kernel ready to run on the host device."""
+
+    def run(self, args: Sequence[Arg], threads: int) -> None:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Drop what the program holds (a loaded library stays mapped: ctypes never unloads)."""
+
+
+class CompiledProgram(HostProgram):
+    """A kernel compiled to a shared library.
+
+    The pointer array the C function takes is built once; a launch only rewrites the
+    entries whose argument changed since the last launch.
+    """
+
+    def __init__(
+        self, device: HostDevice, kernel: Kernel, library: ctypes.CDLL, function: KernelFunction
+    ) -> None:
+        super().__init__(device, kernel)
+        self._library: ctypes.CDLL | None = library
+        self._function: KernelFunction | None = function
+        count = len(kernel.params)
+        self._argv = (ctypes.c_void_p * count)()
+        self._bound: list[object] = [None] * count
+        self._buffers = [i for i, k in enumerate(self.param_kinds) if k is not ParamKind.VARIABLE]
+        self._scalars: list[tuple[int, ctypes._SimpleCData[Any]]] = []
+        for i, (kind, dtype) in enumerate(zip(self.param_kinds, self.param_dtypes)):
+            if kind is ParamKind.VARIABLE:
+                scalar = _SCALAR_TYPES[dtype]()
+                self._argv[i] = ctypes.addressof(scalar)
+                self._scalars.append((i, scalar))
+
+    def run(self, args: Sequence[Arg], threads: int) -> None:
+        if self._function is None:
+            raise BackendError(ErrorStatus.KERNEL_LAUNCH, f"{self.name} was released")
+        argv, bound = self._argv, self._bound
+        for i in self._buffers:
+            buf = args[i]
+            # `bound` holds the Buffer itself, so an identical one is the same live buffer
+            # (check_args refused dead ones) whose memory has not moved.
+            if buf is not bound[i]:
+                assert isinstance(buf, Buffer)
+                argv[i] = HostPool.array(buf).ctypes.data
+                bound[i] = buf
+        for i, scalar in self._scalars:
+            scalar.value = args[i]
+        self._function(argv, threads)
+
+    def release(self) -> None:
+        self._function = None
+        self._library = None
+        self._bound = [None] * len(self._bound)
+
+
+class InterpretedProgram(HostProgram):
+    """A kernel run by the numpy interpreter, on typed views of the host buffers."""
+
+    def __init__(self, device: HostDevice, kernel: Kernel) -> None:
+        super().__init__(device, kernel)
+        self.kernel = kernel
+
+    def run(self, args: Sequence[Arg], threads: int) -> None:
+        values = [
+            _typed_view(arg, dtype) if isinstance(arg, Buffer) else arg
+            for arg, dtype in zip(args, self.param_dtypes)
+        ]
+        try:
+            interpret(self.kernel, values)
+        except IRError as error:
+            raise BackendError(ErrorStatus.KERNEL_LAUNCH, str(error)) from error
+
+
+def _typed_view(buf: Buffer, dtype: DType) -> np.ndarray[Any, Any]:
+    raw = HostPool.array(buf)
+    whole = len(raw) - len(raw) % dtype.itemsize
+    return raw[:whole].view(dtype.numpy)
+
+
+def _device_info(found: Toolchain | None, pool: HostPool) -> DeviceInfo:
+    cpu = cpu_info()
+    how = f"C: {found.describe()}" if found else "numpy interpreter: no C compiler"
+    dtypes = {
+        dtype: DTypeCapability.FULL
+        if dtype.is_float
+        else DTypeCapability.STORAGE | DTypeCapability.ARITHMETIC
+        for dtype in DType
+    }
+    return DeviceInfo(
+        name=f"{cpu.model}, {cpu.cores} cores ({how})",
+        compute=cpu.peak_flops,
+        max_global_work_dims=(2**31 - 1, 2**31 - 1, 2**31 - 1),
+        max_local_threads=1024,
+        max_local_work_dims=(1024, 1024, 1024),
+        local_mem_size=_LOCAL_MEMORY,
+        max_register_bytes=32 * cpu.vector_bytes,
+        preferred_vector_size=cpu.vector_bytes,
+        warp_size=1,
+        global_mem_size=pool.capacity,
+        dtypes=dtypes,
+    )
