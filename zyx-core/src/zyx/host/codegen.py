@@ -13,8 +13,8 @@ can vectorize.
 
 f16 is C's ``_Float16`` where the compiler has it, else 16-bit integers converted in
 software; bf16 is always converted in software (round to nearest even). Both compute in
-float. Integer division and remainder by zero give 0 instead of trapping (the interpreter
-agrees); signed overflow wraps because the compiler runs with ``-fwrapv``.
+float. Signed overflow wraps, as in the interpreter, because the compiler runs with
+``-fwrapv``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from zyx.codegen.c import CDialect, Source, sanitize
 from zyx.dtypes import DType
 from zyx.host.phases import GroupLoop, Hoisted, Phase, Schedule, Step, schedule
 from zyx.ir.ops import (
-    BOp,
     Cast,
     Const,
     Define,
@@ -167,11 +166,6 @@ class HostDialect(CDialect):
 
     def function(self, name: str, dtype: DType) -> str:
         return name if dtype is DType.F64 else f"{name}f"
-
-    def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
-        if op in (BOp.DIV, BOp.MOD) and not dtype.is_float and dtype is not DType.BOOL:
-            return _guarded_division(op, a, b, dtype)
-        return super().binary(op, a, b, dtype)
 
     # ---- the kernel's frame -------------------------------------------------------------
 
@@ -323,14 +317,3 @@ def _flat_local(axes: list[int], local: tuple[int, int, int]) -> str:
         terms.append(f"l{axis} * {stride}" if stride > 1 else f"l{axis}")
         stride *= local[axis]
     return " + ".join(terms) or "0"
-
-
-def _guarded_division(op: BOp, a: str, b: str, dtype: DType) -> str:
-    """Integer ``/`` or ``%`` that gives 0 for a zero divisor and wraps for MIN / -1, where
-    C traps (SIGFPE would kill the Python process)."""
-    if op is BOp.MOD:
-        zero = f"{b} == 0 || {b} == -1" if dtype.is_signed else f"{b} == 0"
-        return f"(({zero}) ? 0 : {a} % {b})"
-    if dtype.is_signed:
-        return f"({b} == 0 ? 0 : {b} == -1 ? -{a} : {a} / {b})"
-    return f"({b} == 0 ? 0 : {a} / {b})"
