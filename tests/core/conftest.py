@@ -56,7 +56,9 @@ class PluginVenv:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
-    def zyx(self, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def zyx(
+        self, *args: str, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run the venv's ``zyx`` command."""
         return subprocess.run(
             [str(self.python.parent / "zyx"), *args],

@@ -115,6 +115,7 @@ class PluginRecord(Standing):
     distribution: str = ""
     """``name version`` of the distribution that declares it."""
     backends: list[BackendRecord] = field(default_factory=list)
+    entry_point: EntryPoint | None = field(default=None, repr=False)
 
 
 class Registry:
@@ -200,7 +201,9 @@ class Registry:
 
     def _load(self, ep: EntryPoint) -> PluginRecord:
         """Import, check and register one entry point's plugin and collect its backends."""
-        record = PluginRecord(name=ep.name, target=ep.value, distribution=_distribution(ep))
+        record = PluginRecord(
+            name=ep.name, target=ep.value, distribution=_distribution(ep), entry_point=ep
+        )
         refusal = self._disabled_by(ep.name)
         if refusal:
             record.disable(refusal)
@@ -315,9 +318,18 @@ class Registry:
                         f"{path[0]} devices are open already; configure it before first use",
                     )
             overrides = self._overrides | changes
-            validated = self._validate(overrides)
-            self._overrides, self._config = overrides, validated
-            self._apply(validated)
+            self._validate(overrides)
+            self._overrides, self._config = overrides, None
+            self._import_enabled()
+            self._ensure_config()
+
+    def _import_enabled(self) -> None:
+        """Import the plugins that config had disabled before import and now enables."""
+        for record in self.plugins():
+            if record.state is State.DISABLED and not self._disabled_by(record.name):
+                assert record.entry_point is not None
+                record.enable()
+                self._import(record, record.entry_point)
 
     def _raw(self) -> RawConfig:
         assert self._sources is not None, "plugins() reads the sources first"

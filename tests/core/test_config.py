@@ -1,0 +1,259 @@
+"""Config sources and their precedence, and every way a value can be invalid: each error
+names its source, the field path and the value."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import PositiveInt
+
+from zyx.config import (
+    CONFIGURE,
+    BackendSection,
+    flatten,
+    read_environment,
+    read_file,
+    validate,
+)
+from zyx.errors import ConfigError
+from zyx.plugins import ENTRY_POINT_GROUP, Registry
+
+HOST = EntryPoint("host", "zyx.host.plugin", ENTRY_POINT_GROUP)
+
+
+class QueueSection(BackendSection):
+    """A backend section like the GPU backends' ones."""
+
+    queues: PositiveInt = 8
+
+
+def registry(environ: dict[str, str]) -> Registry:
+    return Registry(environ, entry_points=[HOST])
+
+
+def write_config(environ: dict[str, str], data: Any) -> Path:
+    """Write ``data`` as the config file in the default place of ``environ``."""
+    path = Path(environ["XDG_CONFIG_HOME"]) / "zyx" / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data if isinstance(data, str) else json.dumps(data, indent=2))
+    return path
+
+
+def config_error(environ: dict[str, str], **configure: Any) -> ConfigError:
+    reg = registry(environ)
+    with pytest.raises(ConfigError) as caught:
+        if configure:
+            reg.configure(**configure)
+        else:
+            reg.config  # noqa: B018
+    return caught.value
+
+
+def test_defaults_come_from_the_models(environ: dict[str, str]) -> None:
+    rows = {field: (value, source) for field, value, source in registry(environ).config.rows()}
+    assert rows == {
+        "autotune.enabled": (True, "default"),
+        "autotune.cache": (True, "default"),
+        "default_device": (None, "default"),
+        "host.enabled": (True, "default"),
+        "host.threads": (None, "default"),
+    }
+
+
+def test_later_sources_win_and_each_value_keeps_its_source(environ: dict[str, str]) -> None:
+    path = write_config(
+        environ, {"host": {"threads": 2}, "default_device": "host", "autotune": {"cache": False}}
+    )
+    reg = registry({**environ, "ZYX_HOST__THREADS": "3", "ZYX_AUTOTUNE__ENABLED": "false"})
+    reg.configure(host={"threads": 4})
+    cfg = reg.config
+    assert cfg.values.default_device == "host" and cfg.source("default_device") == str(path)
+    assert cfg.values.autotune.cache is False and cfg.source("autotune", "cache") == str(path)
+    assert cfg.values.autotune.enabled is False
+    assert cfg.source("autotune", "enabled") == "ZYX_AUTOTUNE__ENABLED"
+    assert cfg.section("host").threads == 4  # type: ignore[attr-defined]
+    assert cfg.source("host", "threads") == CONFIGURE
+    assert cfg.files == (path,)
+
+
+def test_environment_beats_the_file(environ: dict[str, str]) -> None:
+    write_config(environ, {"host": {"threads": 2}})
+    cfg = registry({**environ, "ZYX_HOST__THREADS": "3"}).config
+    assert cfg.section("host").threads == 3  # type: ignore[attr-defined]
+    assert cfg.source("host", "threads") == "ZYX_HOST__THREADS"
+
+
+def test_home_config_is_read_without_xdg_config_home(environ: dict[str, str]) -> None:
+    path = Path(environ["HOME"]) / ".config" / "zyx" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"host": {"threads": 5}}')
+    del environ["XDG_CONFIG_HOME"]
+    assert registry(environ).config.files == (path,)
+
+
+def test_zyx_config_replaces_the_default_file(environ: dict[str, str], tmp_path: Path) -> None:
+    write_config(environ, {"host": {"threads": 2}})
+    named = tmp_path / "other.json"
+    named.write_text('{"host": {"threads": 6}}')
+    cfg = registry({**environ, "ZYX_CONFIG": str(named)}).config
+    assert cfg.section("host").threads == 6  # type: ignore[attr-defined]
+    assert cfg.files == (named,)
+
+
+def test_zyx_config_naming_a_missing_file_is_an_error(
+    environ: dict[str, str], tmp_path: Path
+) -> None:
+    error = config_error({**environ, "ZYX_CONFIG": str(tmp_path / "nope.json")})
+    assert (error.source, error.value, error.problem) == (
+        "ZYX_CONFIG",
+        str(tmp_path / "nope.json"),
+        "no such file",
+    )
+
+
+def test_bad_json_names_file_line_and_column(environ: dict[str, str]) -> None:
+    path = write_config(environ, '{\n  "host": {"threads": 2,}\n}\n')
+    error = config_error(environ)
+    assert error.source == f"{path}:2:25"  # the "}" after the trailing comma
+    assert error.value == '"host": {"threads": 2,}'
+    assert "double quotes" in error.problem
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [([1, 2], "(top level)"), ({"host": 3}, "host"), ({"autotune": [True]}, "autotune")],
+)
+def test_file_of_the_wrong_shape_is_an_error(
+    environ: dict[str, str], data: Any, field: str
+) -> None:
+    path = write_config(environ, data)
+    error = config_error(environ)
+    assert (error.source, error.field) == (str(path), field)
+
+
+@pytest.mark.parametrize(
+    ("section", "field", "value", "problem"),
+    [
+        ("host", "threads", "many", "valid integer"),
+        ("host", "threads", 0, "greater than 0"),
+        ("host", "threads", -2, "greater than 0"),
+        ("host", "enabled", "perhaps", "valid boolean"),
+        ("autotune", "cache", [1], "valid boolean"),
+        ("host", "thread", 4, "unknown key; host takes: enabled, threads"),
+        ("autotune", "size", 1, "unknown key; autotune takes: enabled, cache"),
+    ],
+)
+def test_invalid_value_in_the_file_names_file_field_and_value(
+    environ: dict[str, str], section: str, field: str, value: Any, problem: str
+) -> None:
+    path = write_config(environ, {section: {field: value}})
+    error = config_error(environ)
+    assert (error.source, error.field, error.value) == (str(path), f"{section}.{field}", value)
+    assert problem in error.problem
+    assert str(error).startswith(f"{path}: {section}.{field} = {value!r}: ")
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "field", "value"),
+    [
+        ("ZYX_HOST__THREADS", "abc", "host.threads", "abc"),
+        ("ZYX_HOST__THREADS", "0", "host.threads", 0),
+        ("ZYX_HOST__THREADS", "[1]", "host.threads", [1]),
+        ("ZYX_HOST__THREADZ", "1", "host.threadz", 1),
+        ("ZYX_DEFAULT_DEVICE", "CUDA:x", "default_device", "CUDA:x"),
+        ("ZYX_DEFAULT_DEVICE__ID", "1", "default_device.id", 1),
+    ],
+)
+def test_invalid_environment_value_names_the_variable(
+    environ: dict[str, str], variable: str, text: str, field: str, value: Any
+) -> None:
+    error = config_error({**environ, variable: text})
+    assert (error.source, error.field, error.value) == (variable, field, value)
+
+
+def test_invalid_configure_names_configure_and_changes_nothing(environ: dict[str, str]) -> None:
+    reg = registry(environ)
+    with pytest.raises(ConfigError) as caught:
+        reg.configure({"host": {"threads": 0}})
+    assert (caught.value.source, caught.value.field, caught.value.value) == (
+        CONFIGURE,
+        "host.threads",
+        0,
+    )
+    assert reg.config.source("host", "threads") == "default"
+
+
+def test_configure_cannot_change_an_open_backend(environ: dict[str, str]) -> None:
+    reg = registry(environ)
+    reg.devices()
+    with pytest.raises(ConfigError, match="host devices are open already"):
+        reg.configure(host={"threads": 2})
+    reg.configure(default_device="host")  # what does not touch open backends still works
+    assert reg.config.values.default_device == "host"
+
+
+def test_sections_for_backends_not_installed_are_warnings(environ: dict[str, str]) -> None:
+    path = write_config(environ, {"cuda": {"device_ids": [0]}, "host": {"threads": 1}})
+    reg = registry({**environ, "ZYX_OPENCL__QUEUES": "4"})
+    assert reg.warnings == [
+        f"section 'cuda' (from {path}) is for a backend that is not installed; ignored",
+        "section 'opencl' (from ZYX_OPENCL__QUEUES) is for a backend that is not installed; "
+        "ignored",
+    ]
+    assert reg.config.section("host").threads == 1  # type: ignore[attr-defined]
+
+
+def test_section_of_an_installed_but_broken_plugin_is_no_warning(
+    environ: dict[str, str],
+) -> None:
+    broken = EntryPoint("broken", "zyx_missing_backend.plugin", ENTRY_POINT_GROUP)
+    reg = Registry({**environ, "ZYX_BROKEN__QUEUES": "4"}, entry_points=[HOST, broken])
+    assert reg.warnings == []
+
+
+def test_control_variables_are_not_config_fields() -> None:
+    environ = {"ZYX_DEBUG": "1", "ZYX_PLUGINS": "host", "ZYX_CONFIG": "x", "PATH": "/bin"}
+    assert read_environment(environ) == {}
+
+
+def test_environment_values_are_json_and_bare_words_are_strings() -> None:
+    raw = read_environment({"ZYX_Q__QUEUES": "4", "ZYX_Q__IDS": "[0, 2]", "ZYX_Q__NAME": "abc"})
+    assert {path: s.value for path, s in raw.items()} == {
+        ("q", "queues"): 4,
+        ("q", "ids"): [0, 2],
+        ("q", "name"): "abc",
+    }
+
+
+@pytest.mark.parametrize("queues", [0, -1, 1.5, "eight", None])
+def test_backend_section_rejects_bad_queues(queues: Any) -> None:
+    raw = flatten({"q": {"queues": queues}}, "test.json")
+    with pytest.raises(ConfigError) as caught:
+        validate(raw, {"q": QueueSection})
+    assert (caught.value.source, caught.value.field, caught.value.value) == (
+        "test.json",
+        "q.queues",
+        queues,
+    )
+
+
+def test_all_problems_are_counted() -> None:
+    raw = flatten({"q": {"queues": 0, "extra": 1, "enabled": "x"}}, "test.json")
+    with pytest.raises(ConfigError, match=r"\(and 2 more problems\)"):
+        validate(raw, {"q": QueueSection})
+
+
+def test_read_file_of_a_missing_optional_file_is_empty(tmp_path: Path) -> None:
+    assert read_file(tmp_path / "absent.json") == {}
+
+
+def test_unreadable_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_bytes(b"\xff\xfe{")
+    with pytest.raises(ConfigError, match="cannot be read") as caught:
+        read_file(path)
+    assert caught.value.source == str(path)

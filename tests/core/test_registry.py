@@ -1,0 +1,118 @@
+"""The registry, in process, with explicit entry points: the host's own and ones whose
+module does not exist. (Installed third-party plugins: test_installed_plugins.py.)"""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+
+import pytest
+
+from zyx.errors import PluginError
+from zyx.host.pool import HostPool
+from zyx.plugins import ENTRY_POINT_GROUP, Registry, State
+
+HOST = EntryPoint("host", "zyx.host.plugin", ENTRY_POINT_GROUP)
+MISSING = EntryPoint("missing", "zyx_missing_backend.plugin", ENTRY_POINT_GROUP)
+
+
+def make(environ: dict[str, str], *eps: EntryPoint) -> Registry:
+    return Registry(environ, entry_points=eps or (HOST,))
+
+
+def test_host_is_found_through_its_entry_point_and_opened_on_first_need(
+    environ: dict[str, str],
+) -> None:
+    reg = make(environ)
+    (backend,) = reg.backends()
+    assert (backend.name, backend.plugin, backend.state) == ("host", "host", State.LOADED)
+    assert backend.devices is None, "probing must not open"
+    (host,) = reg.devices()
+    assert host.backend == "host" and isinstance(host.pool, HostPool)
+    assert reg.device("host") is reg.device("host:0") is reg.device() is host
+    assert reg.plugin_manager.get_plugin("host") is not None
+
+
+def test_failing_import_is_quarantined_and_others_keep_working(environ: dict[str, str]) -> None:
+    reg = make(environ, HOST, MISSING)
+    states = {p.name: p.state for p in reg.plugins()}
+    assert states == {"host": State.LOADED, "missing": State.QUARANTINED}
+    assert [d.backend for d in reg.devices()] == ["host"]
+    with pytest.raises(PluginError, match="No module named 'zyx_missing_backend'") as caught:
+        reg.device("missing")
+    assert isinstance(caught.value.__cause__, ModuleNotFoundError)
+
+
+def test_unknown_backend_names_the_installed_ones(environ: dict[str, str]) -> None:
+    with pytest.raises(PluginError, match=r"no backend 'cuda' is installed \(installed: host\)"):
+        make(environ).device("cuda:1")
+
+
+def test_missing_device_index_is_an_error(environ: dict[str, str]) -> None:
+    with pytest.raises(PluginError, match=r"no device 'host:1' \(devices: host\)"):
+        make(environ).device("host:1")
+
+
+@pytest.mark.parametrize("name", ["", "Host", "host:", "host:x", "cuda:-1", ":0"])
+def test_malformed_device_strings_are_refused(environ: dict[str, str], name: str) -> None:
+    with pytest.raises(ValueError, match="is not a device string"):
+        make(environ).device(name)
+
+
+def test_autoload_off_loads_nothing(environ: dict[str, str]) -> None:
+    reg = make({**environ, "ZYX_DISABLE_PLUGIN_AUTOLOAD": "1"}, HOST, MISSING)
+    assert {(p.state, p.reason) for p in reg.plugins()} == {
+        (State.DISABLED, "ZYX_DISABLE_PLUGIN_AUTOLOAD=1")
+    }
+    assert reg.devices() == []
+    with pytest.raises(PluginError, match="disabled by ZYX_DISABLE_PLUGIN_AUTOLOAD=1"):
+        reg.device("host")
+
+
+def test_zyx_plugins_loads_only_those_listed(environ: dict[str, str]) -> None:
+    reg = make({**environ, "ZYX_PLUGINS": "host, ghost"}, HOST, MISSING)
+    missing = {p.name: p for p in reg.plugins()}["missing"]
+    assert missing.state is State.DISABLED
+    assert missing.reason == "ZYX_PLUGINS=host, ghost (not listed)"
+    assert [d.backend for d in reg.devices()] == ["host"]
+    assert reg.warnings == ["ZYX_PLUGINS names 'ghost', which is not installed"]
+
+
+def test_config_disables_a_plugin_before_importing_it(environ: dict[str, str]) -> None:
+    reg = make({**environ, "ZYX_MISSING__ENABLED": "false"}, HOST, MISSING)
+    missing = {p.name: p for p in reg.plugins()}["missing"]
+    assert (missing.state, missing.reason) == (
+        State.DISABLED,
+        "missing.enabled = false in ZYX_MISSING__ENABLED",
+    )
+
+
+def test_config_disables_a_backend(environ: dict[str, str]) -> None:
+    reg = make({**environ, "ZYX_HOST__ENABLED": "false"})
+    assert reg.devices() == []
+    with pytest.raises(PluginError, match="disabled by host.enabled = false in ZYX_HOST__"):
+        reg.device("host")
+
+
+def test_configure_reenables_a_backend_disabled_by_the_environment(
+    environ: dict[str, str],
+) -> None:
+    reg = make({**environ, "ZYX_HOST__ENABLED": "false"})
+    assert reg.devices() == []
+    reg.configure(host={"enabled": True})
+    assert [d.backend for d in reg.devices()] == ["host"]
+
+
+def test_second_distribution_with_the_same_plugin_name_is_quarantined(
+    environ: dict[str, str],
+) -> None:
+    twin = EntryPoint("host", "zyx_other_host.plugin", ENTRY_POINT_GROUP)
+    reg = make(environ, HOST, twin)
+    first, second = reg.plugins()
+    assert (first.target, first.state) == ("zyx.host.plugin", State.LOADED)
+    assert second.state is State.QUARANTINED and "already declares" in second.reason
+
+
+def test_default_device_from_config_is_an_explicit_request(environ: dict[str, str]) -> None:
+    reg = make({**environ, "ZYX_DEFAULT_DEVICE": "missing"}, HOST, MISSING)
+    with pytest.raises(PluginError, match="missing"):
+        reg.device()
