@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
@@ -61,6 +61,10 @@ class MemoryPool(ABC):
     """Memory of one device (or the host, or a file). Every copy is bounds-checked here."""
 
     name: str
+    exact_free_bytes: ClassVar[bool] = False
+    """Whether ``free_bytes()`` falls and rises by exactly the size of each allocation and
+    final release (the pool counts them). ``False`` where it relays the device's own,
+    approximate report; the conformance suite then does not check it."""
 
     @abstractmethod
     def free_bytes(self) -> int:
