@@ -1,0 +1,121 @@
+"""Run a kernel on a device and on the reference interpreter, with the same numpy arguments.
+
+Arguments are given in param order: 1-D numpy arrays of the param's dtype for buffer
+params (an output's initial content too, normally :func:`~zyx.testing.numerics.poisoned`)
+and Python scalars for ``Variable`` params. Both runners return the final content of
+every buffer param, in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zyx.backend import Buffer, Device, Program, Scalar
+from zyx.dtypes import DType
+from zyx.ir import Kernel
+from zyx.ir.interpreter import interpret
+from zyx.testing.kernels import LOCAL, Elementwise, elementwise
+from zyx.testing.numerics import Array, assert_close, assert_poison, poisoned
+
+Args = Sequence["Array | Scalar"]
+
+
+def run(device: Device, kernel: Kernel, args: Args) -> list[Array]:
+    """Compile ``kernel`` on ``device``, :func:`launch` it once, and release the program."""
+    program = device.compile(kernel)
+    try:
+        return launch(device, program, args)
+    finally:
+        device.release(program)
+
+
+def launch(device: Device, program: Program, args: Args) -> list[Array]:
+    """Copy each array into a new buffer, launch, and read every buffer back.
+
+    The buffers are released before returning, also when something fails.
+    """
+    pool = device.pool
+    buffers: list[Buffer] = []
+    try:
+        bound: list[Buffer | Scalar] = []
+        for arg in args:
+            if isinstance(arg, np.ndarray):
+                buf = pool.allocate(arg.nbytes)
+                buffers.append(buf)
+                pool.write(buf, arg)
+                bound.append(buf)
+            else:
+                bound.append(arg)
+        device.launch(program, bound)
+        results = [np.empty_like(arg) for arg in args if isinstance(arg, np.ndarray)]
+        for buf, out in zip(buffers, results):
+            pool.read(buf, out)
+        return results
+    finally:
+        for buf in buffers:
+            pool.release(buf)
+
+
+def reference(kernel: Kernel, args: Args) -> list[Array]:
+    """Run ``kernel`` in the IR interpreter with every float op in float64.
+
+    Float arrays are widened to float64 (exactly); the results of float buffers are float64.
+    The caller's arrays are not modified.
+    """
+    wide = [_widen(arg) if isinstance(arg, np.ndarray) else arg for arg in args]
+    interpret(kernel, wide, compute=np.float64)
+    return [arg for arg in wide if isinstance(arg, np.ndarray)]
+
+
+def _widen(array: Array) -> Array:
+    """A float64 copy of a float array (bf16 included), else a plain copy."""
+    return array.astype(np.float64) if DType.from_numpy(array.dtype).is_float else array.copy()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One elementwise part's result on the device, beside the reference's."""
+
+    part: Elementwise
+    inputs: list[Array]
+    out: Array
+    """The device's first ``n`` output elements."""
+    ref: Array
+    """The reference's ``n`` output elements."""
+    tail: Array
+    """The device's output elements past ``n``, which the kernel must not write."""
+
+    def check(self) -> None:
+        """Raise ``AssertionError`` unless ``out`` matches ``ref`` and ``tail`` is untouched."""
+        assert_close(self.out, self.ref, self.part.output, what=self.part.name)
+        assert_poison(self.tail, self.part.output, what=f"{self.part.name} past n")
+
+
+def run_elementwise(
+    device: Device,
+    name: str,
+    parts: Sequence[Elementwise],
+    n: int,
+    rng: np.random.Generator,
+    local: int = LOCAL,
+) -> dict[str, Outcome]:
+    """Compute ``parts`` as one kernel on ``n`` random elements, on ``device`` and on the
+    reference. Outputs have ``local`` poisoned elements past ``n``. Keyed by part name."""
+    kernel = elementwise(name, parts, local)
+    inputs = [part.sample(rng, n) for part in parts]
+    args: list[Array | Scalar] = []
+    for part, xs in zip(parts, inputs):
+        args += [*xs, poisoned(part.output, n + local)]
+    args.append(n)
+    got, want = run(device, kernel, args), reference(kernel, args)
+    outcomes: dict[str, Outcome] = {}
+    position = 0
+    for part, xs in zip(parts, inputs):
+        position += len(xs)
+        out, ref = got[position], want[position]
+        outcomes[part.name] = Outcome(part, xs, out[:n], ref[:n], out[n:])
+        position += 1
+    return outcomes

@@ -1,0 +1,380 @@
+"""Kernel factories of the conformance suite, for anyone who needs known-good kernels.
+
+Elementwise kernels are built from :class:`Elementwise` parts: each part computes one
+output from its own inputs, and knows the input domain where its result is defined (no
+``ln`` of a negative, no integer division by zero, no signed overflow, shifts within the
+bit width) and what it needs of the device. Several parts make one kernel, so a whole
+dtype's ops cost one compile.
+
+Every other factory returns a ``Kernel`` whose params are documented in its docstring.
+More sample kernels with their arguments (a tiled matmul among them) are in
+:mod:`zyx.ir.examples`; the suite runs those too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from math import ceil, log2
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from zyx.dtypes import DType, DTypeCapability
+from zyx.ir import INDEX, BOp, Kernel, KernelBuilder, ParamKind, Storage, UOp, Value, ceil_div
+from zyx.testing.numerics import Array, random
+
+if TYPE_CHECKING:
+    from zyx.backend import DeviceInfo
+
+LOCAL = 64
+"""Work-items per group of the one-dimensional kernels here."""
+
+Sampler = Callable[[np.random.Generator, int], list[Array]]
+"""Draws ``n`` random elements for each input of a part."""
+
+ARITHMETIC = DTypeCapability.ARITHMETIC
+MATH = DTypeCapability.MATH
+STORAGE = DTypeCapability.STORAGE
+
+_FLOAT_ONLY_UNARY = frozenset(UOp) - {UOp.NEG, UOp.BITNOT, UOp.ABS}
+_BOOL_BINARY = (BOp.OR, BOp.AND, BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.NOTEQ, BOp.EQ)
+_NUMERIC_BINARY = (
+    BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.MAX,
+    BOp.NOTEQ, BOp.EQ,
+)  # fmt: skip
+_INT_ONLY_BINARY = (BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.SHL, BOp.SHR)
+_TIES = frozenset({BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.MAX, BOp.NOTEQ, BOp.EQ})
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """``out[i] = compute(in_0[i], in_1[i], ...)`` for ``i < n``: one part of a kernel."""
+
+    name: str
+    inputs: tuple[DType, ...]
+    output: DType
+    compute: Callable[..., Value]
+    """Builds the output value from the loaded inputs."""
+    sample: Sampler
+    """Random inputs from the domain where the result is defined."""
+    needs: tuple[tuple[DType, DTypeCapability], ...]
+    """What the device must claim for this part to be tested."""
+
+    def supported(self, info: DeviceInfo) -> bool:
+        """Whether ``info`` claims every capability this part needs."""
+        return all(info.supports(dtype, cap) for dtype, cap in self.needs)
+
+
+def elementwise(name: str, parts: Sequence[Elementwise], local: int = LOCAL) -> Kernel:
+    """One kernel computing every part for ``i < n``.
+
+    Params: for each part its inputs (``Global``) then its output (``GlobalMut``); last the
+    element count ``n`` (``Variable`` i64). ``ceil(n / local)`` groups of ``local`` items.
+    """
+    kb = KernelBuilder(name)
+    slots = []
+    for part in parts:
+        inputs = [kb.param(dtype) for dtype in part.inputs]
+        slots.append((part, inputs, kb.param(part.output, ParamKind.GLOBAL_MUT)))
+    n = kb.variable(INDEX, "n")
+    i = kb.group(0, ceil_div(n, local)) * local + kb.local(0, local)
+    with kb.if_(i < n):
+        for part, inputs, out in slots:
+            out[i] = part.compute(*(x[i] for x in inputs))
+    return kb.build()
+
+
+# ---- parts -------------------------------------------------------------------------------
+
+
+def unary_ops(dtype: DType) -> tuple[UOp, ...]:
+    """The unary ops defined on ``dtype``."""
+    if dtype is DType.BOOL:
+        return (UOp.BITNOT,)
+    if dtype.is_float:
+        return tuple(op for op in UOp if op is not UOp.BITNOT)
+    return (UOp.BITNOT, UOp.NEG, UOp.ABS) if dtype.is_signed else (UOp.BITNOT,)
+
+
+def binary_ops(dtype: DType) -> tuple[BOp, ...]:
+    """The binary ops defined on ``dtype`` (logical ``or``/``and`` only on bools)."""
+    if dtype is DType.BOOL:
+        return _BOOL_BINARY
+    if dtype.is_float:
+        return (*_NUMERIC_BINARY, BOp.POW)
+    return (*_NUMERIC_BINARY, *_INT_ONLY_BINARY)
+
+
+def capability(op: UOp | BOp) -> DTypeCapability:
+    """What an op needs of its dtype: MATH for the float-only ops, else ARITHMETIC."""
+    return MATH if op in _FLOAT_ONLY_UNARY or op is BOp.POW else ARITHMETIC
+
+
+def unary(op: UOp, dtype: DType) -> Elementwise:
+    """``out = op(x)``, on inputs where ``op`` is defined."""
+    return Elementwise(
+        name=f"{op.value}_{dtype}",
+        inputs=(dtype,),
+        output=dtype,
+        compute=lambda x: x.builder.unary(op, x),
+        sample=_unary_domain(op, dtype),
+        needs=((dtype, capability(op)),),
+    )
+
+
+def binary(op: BOp, dtype: DType) -> Elementwise:
+    """``out = op(a, b)`` (bool for comparisons), on inputs where ``op`` is defined."""
+    return Elementwise(
+        name=f"{op.value}_{dtype}",
+        inputs=(dtype, dtype),
+        output=DType.BOOL if op.is_comparison else dtype,
+        compute=lambda a, b: a.builder.binary(op, a, b),
+        sample=_binary_domain(op, dtype),
+        needs=((dtype, capability(op)),),
+    )
+
+
+def cast(src: DType, dst: DType) -> Elementwise:
+    """``out = (dst) x``, on values that ``dst`` can hold (zeros included, for bool)."""
+    return Elementwise(
+        name=f"cast_{src}_to_{dst}",
+        inputs=(src,),
+        output=dst,
+        compute=lambda x: x.cast(dst),
+        sample=_cast_domain(src, dst),
+        needs=((src, ARITHMETIC), (dst, ARITHMETIC)),
+    )
+
+
+def copy(dtype: DType) -> Elementwise:
+    """``out = x``: load and store only. Floats are finite, so any copy is bit-exact."""
+    return Elementwise(
+        name=f"copy_{dtype}",
+        inputs=(dtype,),
+        output=dtype,
+        compute=lambda x: x,
+        sample=_copy_domain(dtype),
+        needs=((dtype, STORAGE),),
+    )
+
+
+def _copy_domain(dtype: DType) -> Sampler:
+    low, high = (-100, 100) if dtype.is_float else (None, None)
+    return lambda rng, n: [random(rng, dtype, n, low, high)]
+
+
+def _unary_domain(op: UOp, dtype: DType) -> Sampler:
+    if op is UOp.RECIPROCAL:
+        return lambda rng, n: [_signed(rng, dtype, n, 0.25, 4)]
+    if op in (UOp.NEG, UOp.ABS) and not dtype.is_float:
+        top = int(np.iinfo(dtype.numpy).max)  # not the minimum: its negation overflows
+        return lambda rng, n: [random(rng, dtype, n, -top, top)]
+    if not dtype.is_float:
+        return lambda rng, n: [random(rng, dtype, n)]
+    low, high = _FLOAT_DOMAINS.get(op, (-4.0, 4.0))
+    return lambda rng, n: [random(rng, dtype, n, low, high)]
+
+
+_FLOAT_DOMAINS = {
+    UOp.LN: (0.05, 20.0), UOp.LOG2: (0.05, 20.0), UOp.SQRT: (0.05, 20.0),
+    UOp.SIN: (-6.0, 6.0), UOp.COS: (-6.0, 6.0), UOp.FLOOR: (-20.0, 20.0),
+    UOp.TRUNC: (-20.0, 20.0),
+}  # fmt: skip
+
+
+def _binary_domain(op: BOp, dtype: DType) -> Sampler:
+    """Operands where ``op`` is defined in C; comparisons and max get ties (``a == b``)."""
+    draw = _float_operands(op, dtype) if dtype.is_float else _int_operands(op, dtype)
+
+    def sample(rng: np.random.Generator, n: int) -> list[Array]:
+        a, b = draw(rng, n)
+        if op in _TIES:
+            ties = rng.random(n) < 0.25
+            b[ties] = a[ties]
+        return [a, b]
+
+    return sample
+
+
+def _float_operands(op: BOp, dtype: DType) -> Sampler:
+    if op is BOp.DIV:
+        return lambda rng, n: [random(rng, dtype, n), _signed(rng, dtype, n, 0.25, 4)]
+    if op is BOp.MOD:
+        return lambda rng, n: [random(rng, dtype, n, -8, 8), _signed(rng, dtype, n, 0.5, 4)]
+    if op is BOp.POW:
+        return lambda rng, n: [random(rng, dtype, n, 0.5, 2), random(rng, dtype, n, -2, 2)]
+    return lambda rng, n: [random(rng, dtype, n), random(rng, dtype, n)]
+
+
+def _int_operands(op: BOp, dtype: DType) -> Sampler:  # noqa: C901 - one domain per op
+    if dtype is DType.BOOL:
+        return lambda rng, n: [random(rng, dtype, n), random(rng, dtype, n)]
+    bits, top = dtype.itemsize * 8, int(np.iinfo(dtype.numpy).max)
+    half = 1 << (bits // 2)
+    signed = dtype.is_signed
+    if op in (BOp.ADD, BOp.SUB) and signed:
+        quarter = 1 << (bits - 2)
+        return lambda rng, n: [random(rng, dtype, n, -quarter, quarter - 1) for _ in "ab"]
+    if op is BOp.MUL:
+        limit = half // 2 - 1 if signed else half - 1
+        low = -limit if signed else 1
+        return lambda rng, n: [random(rng, dtype, n, low, limit) for _ in "ab"]
+    if op in (BOp.DIV, BOp.MOD):
+        dividend = (-top, top) if signed else (1, top)  # not the minimum: min / -1 overflows
+        return lambda rng, n: [random(rng, dtype, n, *dividend), _signed(rng, dtype, n, 1, half)]
+    if op is BOp.SHL:
+        # a << b stays under 2**(bits - 1): no signed overflow.
+        return lambda rng, n: [
+            random(rng, dtype, n, 1, half // 2 - 1),
+            rng.integers(0, bits // 2, n, endpoint=True).astype(dtype.numpy),
+        ]
+    if op is BOp.SHR:
+        return lambda rng, n: [
+            random(rng, dtype, n, 1, top),
+            rng.integers(0, bits - 1, n, endpoint=True).astype(dtype.numpy),
+        ]
+    return lambda rng, n: [random(rng, dtype, n), random(rng, dtype, n)]
+
+
+def _cast_domain(src: DType, dst: DType) -> Sampler:
+    """Values of ``src`` in [-100, 100] (non-negative where C leaves a float-to-unsigned
+    conversion undefined), an eighth of them zero."""
+    low = 0 if not src.is_signed or (src.is_float and not dst.is_signed) else -100
+
+    def sample(rng: np.random.Generator, n: int) -> list[Array]:
+        if src is DType.BOOL:
+            return [random(rng, src, n)]
+        x = random(rng, src, n, low, 100)
+        x[rng.random(n) < 0.125] = 0
+        return [x]
+
+    return sample
+
+
+def _signed(rng: np.random.Generator, dtype: DType, n: int, low: float, high: float) -> Array:
+    """Magnitudes in ``[low, high]`` with random signs (signed dtypes only)."""
+    x = random(rng, dtype, n, low, high)
+    if dtype.is_signed:
+        x[rng.random(n) < 0.5] *= -1
+    return x
+
+
+# ---- kernels with more structure ---------------------------------------------------------
+
+
+def axpb(dtype: DType, local: int = LOCAL) -> Kernel:
+    """``y[i] = x[i] * alpha + beta`` for ``i < n``.
+
+    Params: ``x`` (Global), ``y`` (GlobalMut), ``alpha``, ``beta`` (Variable ``dtype``),
+    ``n`` (Variable i64).
+    """
+    kb = KernelBuilder(f"axpb_{dtype}")
+    x, y = kb.param(dtype), kb.param(dtype, ParamKind.GLOBAL_MUT)
+    alpha, beta, n = kb.variable(dtype, "alpha"), kb.variable(dtype, "beta"), kb.variable()
+    i = kb.group(0, ceil_div(n, local)) * local + kb.local(0, local)
+    with kb.if_(i < n):
+        y[i] = x[i] * alpha + beta
+    return kb.build()
+
+
+def group_sum(dtype: DType, local: int = LOCAL) -> Kernel:
+    """Per work-group sums by a tree reduction in local memory, with a barrier per level.
+
+    Params: ``x`` (Global), ``partial`` (GlobalMut, one element per group), ``n`` (Variable
+    i64). ``ceil(n / local)`` groups; ``local`` must be a power of two.
+    """
+    if local & (local - 1):
+        raise ValueError(f"local size {local} is not a power of two")
+    kb = KernelBuilder(f"group_sum_{dtype}")
+    x, partial, n = kb.param(dtype), kb.param(dtype, ParamKind.GLOBAL_MUT), kb.variable()
+    group, item = kb.group(0, ceil_div(n, local)), kb.local(0, local)
+    i = group * local + item
+    loaded = kb.define(dtype)
+    loaded[0] = 0
+    with kb.if_(i < n):
+        loaded[0] = x[i]
+    tree = kb.define(dtype, local, Storage.LOCAL)
+    tree[item] = loaded[0]
+    kb.barrier()
+    with kb.loop(int(log2(local))) as level:
+        stride = kb.const(local // 2, INDEX) >> level
+        with kb.if_(item < stride):
+            tree[item] = tree[item] + tree[item + stride]
+        kb.barrier()
+    with kb.if_(item.eq(0)):
+        partial[group] = tree[0]
+    return kb.build()
+
+
+def positive_prefix_sums(dtype: DType, local: int = LOCAL) -> Kernel:
+    """Row ``r`` of ``x`` (``rows × cols``): ``y[r]`` = the sum of the positive values among
+    its first ``cols - r % 4`` elements. A register accumulator, a loop whose trip count
+    differs between work-items, and an ``If`` inside the loop.
+
+    Params: ``x`` (Global), ``y`` (GlobalMut), ``rows``, ``cols`` (Variable i64).
+    """
+    kb = KernelBuilder(f"positive_prefix_sums_{dtype}")
+    x, y = kb.param(dtype), kb.param(dtype, ParamKind.GLOBAL_MUT)
+    rows, cols = kb.variable(INDEX, "rows"), kb.variable(INDEX, "cols")
+    r = kb.group(0, ceil_div(rows, local)) * local + kb.local(0, local)
+    with kb.if_(r < rows):
+        acc = kb.define(dtype)
+        acc[0] = 0
+        with kb.loop(cols - r % 4) as j:
+            v = x[r * cols + j]
+            with kb.if_(v > 0):
+                acc[0] = acc[0] + v
+        y[r] = acc[0]
+    return kb.build()
+
+
+def grid3d(shape: tuple[int, int, int], local: tuple[int, int, int]) -> Kernel:
+    """``out[i] = a[i] + x + 100 y + 10000 z`` over a ``(nz, ny, nx)`` i32 array, where
+    ``i = (z ny + y) nx + x``: three group axes and three local axes (``local`` is per
+    axis ``(x, y, z)``), so a swapped or mis-sized axis shows in the values.
+
+    Params: ``a`` (Global i32), ``out`` (GlobalMut i32).
+    """
+    nz, ny, nx = shape
+    kb = KernelBuilder("grid3d")
+    a, out = kb.param(DType.I32), kb.param(DType.I32, ParamKind.GLOBAL_MUT)
+    x, y, z = (
+        kb.group(axis, ceil(size / items)) * items + kb.local(axis, items)
+        for axis, (size, items) in enumerate(zip((nx, ny, nz), local))
+    )
+    with kb.if_((x < nx) & (y < ny) & (z < nz)):
+        i = (z * ny + y) * nx + x
+        out[i] = a[i] + (x + y * 100 + z * 10000).cast(DType.I32)
+    return kb.build()
+
+
+def local_threads(sizes: tuple[int, int]) -> Kernel:
+    """Each of ``sizes[0] × sizes[1]`` work-items of one group writes its flat index.
+
+    Params: ``out`` (GlobalMut i64, ``sizes[0] * sizes[1]`` elements).
+    """
+    kb = KernelBuilder("local_threads")
+    out = kb.param(INDEX, ParamKind.GLOBAL_MUT)
+    x, y = kb.local(0, sizes[0]), kb.local(1, sizes[1])
+    i = y * sizes[0] + x
+    out[i] = i
+    return kb.build()
+
+
+def local_memory(nbytes: int) -> Kernel:
+    """One work-item fills ``nbytes`` of local memory (rounded up to f32s) and copies its
+    last element out.
+
+    Params: ``out`` (GlobalMut f32, one element).
+    """
+    length = -(-nbytes // 4)
+    kb = KernelBuilder("local_memory")
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    kb.local(0, 1)
+    scratch = kb.define(DType.F32, length, Storage.LOCAL)
+    with kb.loop(length) as j:
+        scratch[j] = j.cast(DType.F32)
+    kb.barrier()
+    out[0] = scratch[length - 1]
+    return kb.build()

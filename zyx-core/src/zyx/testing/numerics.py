@@ -1,0 +1,141 @@
+"""Comparing a backend's numbers with the reference: bounds, poison, random data.
+
+A device's output is compared with the IR interpreter run in float64
+(:func:`zyx.testing.harness.reference`): floats by the relative norm of the difference,
+``‖out − ref‖ / ‖ref‖`` under the output dtype's bound; integers and bools exactly.
+
+Outputs are *poisoned* before a launch (NaN for floats, ``0xAB`` bytes otherwise), so an
+element the device never wrote cannot pass for a result. Bools are compared as bytes:
+a stored bool must be exactly 0 or 1, and ``0xAB`` is neither.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from zyx.dtypes import DType
+
+BOUNDS: dict[DType, float] = {
+    DType.F16: 1e-2,
+    DType.BF16: 1e-2,
+    DType.F32: 1e-5,
+    DType.F64: 1e-12,
+}
+"""Relative error bound ‖out − ref‖ / ‖ref‖ per float dtype; other dtypes compare exactly."""
+
+POISON_BYTE = 0xAB
+"""Fills the bytes of non-float outputs before a launch."""
+
+Array = npt.NDArray[Any]
+
+
+def poisoned(dtype: DType, n: int) -> Array:
+    """``n`` elements that no kernel computes: NaN for floats, ``0xAB`` bytes otherwise."""
+    out = np.empty(n, dtype.numpy)
+    if dtype.is_float:
+        out.fill(np.nan)
+    else:
+        out.view(np.uint8).fill(POISON_BYTE)
+    return out
+
+
+def is_poison(values: Array, dtype: DType) -> npt.NDArray[np.bool_]:
+    """Per element: does it still hold the poison, i.e. was it never written?"""
+    if dtype.is_float:
+        return np.isnan(values.astype(np.float64))
+    raw = values.view(np.uint8).reshape(len(values), dtype.itemsize)
+    poison: npt.NDArray[np.bool_] = np.all(raw == POISON_BYTE, axis=1)
+    return poison
+
+
+def random(
+    rng: np.random.Generator,
+    dtype: DType,
+    n: int,
+    low: float | None = None,
+    high: float | None = None,
+) -> Array:
+    """``n`` random values of ``dtype`` in ``[low, high]``, never zero.
+
+    Floats are drawn uniformly and rounded to ``dtype`` (bf16 through ml_dtypes); a value
+    that rounds to zero is redrawn. Integers default to the dtype's whole range. Bools
+    are random, both values (the one dtype where zero is not avoided).
+    """
+    if dtype is DType.BOOL:
+        return rng.random(n) < 0.5
+    if dtype.is_float:
+        lo, hi = (-4.0 if low is None else low), (4.0 if high is None else high)
+        values = rng.uniform(lo, hi, n).astype(dtype.numpy)
+        while not np.all(values):
+            zeros = values == 0
+            values[zeros] = rng.uniform(lo, hi, int(zeros.sum())).astype(dtype.numpy)
+        return values
+    info = np.iinfo(dtype.numpy)
+    lo_i = info.min if low is None else int(low)
+    hi_i = info.max if high is None else int(high)
+    if lo_i == 0 == hi_i:
+        raise ValueError("the range [0, 0] holds no value but zero")
+    values = rng.integers(lo_i, hi_i, n, dtype=dtype.numpy, endpoint=True)
+    while not np.all(values):
+        zeros = values == 0
+        values[zeros] = rng.integers(lo_i, hi_i, int(zeros.sum()), dtype=dtype.numpy, endpoint=True)
+    return values
+
+
+def relative_error(out: Array, ref: Array) -> float:
+    """‖out − ref‖ / ‖ref‖ computed in float64 (NaN anywhere makes it NaN)."""
+    out64, ref64 = out.astype(np.float64), ref.astype(np.float64)
+    scale = float(np.linalg.norm(ref64))
+    diff = float(np.linalg.norm(out64 - ref64))
+    return diff / scale if scale else diff
+
+
+def assert_close(out: Array, ref: Array, dtype: DType, what: str = "result") -> None:
+    """Raise ``AssertionError`` unless ``out`` (of ``dtype``) matches the reference ``ref``.
+
+    Floats: relative norm error under ``BOUNDS[dtype]``, and no NaN where the reference has
+    none. Integers: equal. Bools: bytes exactly 0 or 1 and equal.
+    """
+    if out.shape != ref.shape:
+        raise AssertionError(f"{what}: shape {out.shape}, expected {ref.shape}")
+    if dtype.is_float:
+        unwritten = np.isnan(out.astype(np.float64)) & ~np.isnan(ref.astype(np.float64))
+        if unwritten.any():
+            raise AssertionError(
+                f"{what}: {int(unwritten.sum())} of {out.size} elements are NaN where the "
+                f"reference is not (never written?), first at index {_first(unwritten)}"
+            )
+        error = relative_error(out, ref)
+        if not error <= BOUNDS[dtype]:
+            worst = int(np.argmax(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
+            raise AssertionError(
+                f"{what}: relative error {error:.3g} over the {dtype} bound {BOUNDS[dtype]:g}; "
+                f"worst at index {worst}: {out[worst]!r}, expected {ref[worst]!r}"
+            )
+        return
+    got = out.view(np.uint8) if dtype is DType.BOOL else out
+    want = ref.astype(dtype.numpy).view(np.uint8) if dtype is DType.BOOL else ref
+    wrong = got != want
+    if wrong.any():
+        i = _first(wrong)
+        raise AssertionError(
+            f"{what}: {int(wrong.sum())} of {out.size} {dtype} elements differ; first at "
+            f"index {i}: {got[i]!r}, expected {want[i]!r}"
+        )
+
+
+def assert_poison(values: Array, dtype: DType, what: str = "tail") -> None:
+    """Raise ``AssertionError`` unless every element still holds the poison."""
+    written = ~is_poison(values, dtype)
+    if written.any():
+        raise AssertionError(
+            f"{what}: {int(written.sum())} of {values.size} elements past the end were "
+            f"written, first at offset {_first(written)}"
+        )
+
+
+def _first(mask: npt.NDArray[np.bool_]) -> int:
+    return int(np.flatnonzero(mask)[0])
