@@ -7,9 +7,9 @@ touched.
 """
 
 import importlib
-import os
 from typing import TYPE_CHECKING, Any
 
+from zyx import log
 from zyx.errors import BackendError, ConfigError, ErrorStatus, IRError, PluginError, ZyxError
 
 if TYPE_CHECKING:
@@ -43,7 +43,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-if os.environ.get("ZYX_DEBUG"):
-    from zyx import log
-
-    log.setup()
+log.setup()

@@ -51,17 +51,21 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except ZyxError as error:
-            err.print(f"[red]error: {escape(describe(error))}[/red]")
+            # soft_wrap: the terminal wraps; paths and names stay whole when copied.
+            err.print(f"[red]error: {escape(describe(error))}[/red]", soft_wrap=True)
             raise typer.Exit(1) from None
 
     return run
 
 
 def describe(error: BaseException) -> str:
-    """The error's message, and the message of the exception that caused it."""
-    cause = error.__cause__
-    text = str(error)
-    return f"{text} (caused by {type(cause).__name__}: {cause})" if cause else text
+    """The error's message, and that of the exception that caused it unless it says so."""
+    cause, text = error.__cause__, str(error)
+    return (
+        f"{text} (caused by {type(cause).__name__}: {cause})"
+        if cause and str(cause) not in text
+        else text
+    )
 
 
 @app.command()

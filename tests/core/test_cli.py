@@ -1,0 +1,137 @@
+"""The ``zyx`` command, run in process with typer's runner against a registry of this
+test's own environment."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+import zyx.plugins
+from zyx.cli import app, describe, user_errors
+from zyx.errors import PluginError
+from zyx.plugins import ENTRY_POINT_GROUP, Registry
+
+HOST = EntryPoint("host", "zyx.host.plugin", ENTRY_POINT_GROUP)
+MISSING = EntryPoint("missing", "zyx_missing_backend.plugin", ENTRY_POINT_GROUP)
+
+
+def invoke(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], *args: str
+) -> tuple[int, str, str]:
+    """Run ``zyx ARGS`` with the process registry replaced by one built from ``environ``."""
+    monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [HOST, MISSING]))
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_devices_lists_the_host(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]) -> None:
+    code, out, _ = invoke(monkeypatch, environ, "devices")
+    assert code == 0
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines()]
+    assert any(row[:2] == ["host", "host"] and "f32" in row[-1] for row in rows if row)
+    assert "missing: quarantined (see `zyx doctor`)" not in out  # a plugin, not a backend
+
+
+def test_devices_with_nothing_usable_is_an_error(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    code, _, err = invoke(monkeypatch, {**environ, "ZYX_HOST__ENABLED": "false"}, "devices")
+    assert code == 1 and "no backend opened a device" in err
+
+
+def test_doctor_reports_plugins_libraries_and_config(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    code, out, _ = invoke(monkeypatch, {**environ, "ZYX_TPU__CORES": "4"}, "doctor")
+    assert code == 0
+    assert "host (zyx-core" in out or "host (zyx.host.plugin): loaded" in out
+    assert "missing (zyx_missing_backend.plugin): quarantined" in out
+    assert "No module named 'zyx_missing_backend'" in out
+    assert "host: C compiler:" in out
+    assert "section 'tpu' (from ZYX_TPU__CORES) is for a backend that is not installed" in out
+
+
+def test_config_show_names_each_source(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    code, out, _ = invoke(monkeypatch, {**environ, "ZYX_HOST__THREADS": "2"}, "config", "show")
+    assert code == 0
+    rows = {tuple(cell.strip() for cell in line.split("│")[1:4]) for line in out.splitlines()}
+    assert ("host.threads", "2", "ZYX_HOST__THREADS") in rows
+    assert ("autotune.enabled", "True", "default") in rows
+
+
+def test_invalid_config_is_one_red_message_without_traceback(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    code, out, err = invoke(monkeypatch, {**environ, "ZYX_HOST__THREADS": "0"}, "config", "show")
+    assert code == 1 and out == ""
+    assert err.strip() == (
+        "error: ZYX_HOST__THREADS: host.threads = 0: Input should be greater than 0"
+    )
+
+
+def test_config_validate_accepts_a_good_file(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps({"host": {"threads": 4}, "cuda": {"queues": 2}}))
+    code, out, _ = invoke(monkeypatch, environ, "config", "validate", str(path))
+    assert code == 0
+    assert "section 'cuda'" in out and f"{path} is valid" in out.replace("\n", "")
+
+
+def test_config_validate_names_the_bad_field(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"host": {"threads": "all"}}))
+    code, _, err = invoke(monkeypatch, environ, "config", "validate", str(path))
+    assert code == 1
+    assert f"{path}: host.threads = 'all'" in err.replace("\n", "")
+    assert "Traceback" not in err
+
+
+def test_config_validate_of_a_missing_file(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path
+) -> None:
+    code, _, err = invoke(monkeypatch, environ, "config", "validate", str(tmp_path / "no.json"))
+    assert code == 1 and "zyx config validate: (file)" in err and "no such file" in err
+
+
+def test_user_errors_become_one_message_with_the_cause(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [HOST, MISSING]))
+    demo = typer.Typer()
+
+    @demo.command()
+    @user_errors
+    def ask() -> None:
+        zyx.plugins.device("missing")
+
+    result = CliRunner().invoke(demo, [])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "error: backend plugin 'missing' is unavailable: import failed: "
+        "ModuleNotFoundError: No module named 'zyx_missing_backend'\n"
+    )
+
+
+def test_describe_adds_a_cause_the_message_does_not_state() -> None:
+    try:
+        try:
+            raise OSError("libcuda.so.1: cannot open shared object file")
+        except OSError as cause:
+            raise PluginError("cuda", "no driver") from cause
+    except PluginError as error:
+        assert describe(error) == (
+            "backend plugin 'cuda' is unavailable: no driver "
+            "(caused by OSError: libcuda.so.1: cannot open shared object file)"
+        )

@@ -1,0 +1,68 @@
+"""ZYX_DEBUG turns zyx's logging channels on; without it zyx writes nothing anywhere."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from zyx import log
+
+
+@pytest.fixture(autouse=True)
+def restore_loggers() -> Iterator[None]:
+    yield
+    for name in log.CHANNELS.values():
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.NOTSET)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+
+
+def test_each_bit_is_one_channel() -> None:
+    assert log.channels(1 | 32) == ["zyx.dev", "zyx.launch"]
+    assert log.channels(511) == list(log.CHANNELS.values())
+    assert log.channels(2) == []  # zyx has no channel 2 here
+
+
+def test_setup_turns_named_channels_to_debug_with_one_stderr_handler() -> None:
+    assert log.setup({"ZYX_DEBUG": "0x48"}) == ["zyx.ir", "zyx.mem"]
+    log.setup({"ZYX_DEBUG": "72"})
+    ir = logging.getLogger("zyx.ir")
+    assert ir.level == logging.DEBUG and len(ir.handlers) == 1
+    assert logging.getLogger("zyx.dev").level == logging.NOTSET
+
+
+def test_without_zyx_debug_nothing_is_attached() -> None:
+    assert log.setup({}) == []
+    assert all(not logging.getLogger(name).handlers for name in log.CHANNELS.values())
+
+
+def test_a_bad_mask_warns_and_turns_nothing_on() -> None:
+    with pytest.warns(UserWarning, match="ZYX_DEBUG='lots' is not an integer"):
+        assert log.setup({"ZYX_DEBUG": "lots"}) == []
+
+
+CODE = "import zyx; zyx.devices(); import logging; logging.getLogger('zyx.dev').warning('w')"
+
+
+def run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", CODE], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_zyx_debug_logs_discovery_to_stderr(environ: dict[str, str]) -> None:
+    done = run({**environ, "ZYX_DEBUG": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "zyx.dev: plugin host (zyx.host.plugin): loaded" in done.stderr
+    assert done.stdout == ""
+
+
+def test_library_prints_nothing_without_zyx_debug(environ: dict[str, str]) -> None:
+    done = run(environ)
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == ("", "")
