@@ -1,0 +1,146 @@
+"""``zyx.conformance``: the suite run in process, counted per contract area.
+
+Most tests run a small suite of their own, written to a temporary folder, whose outcomes
+are known; one runs the real suite's pool area against the host backend.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+import zyx.plugins
+from zyx.conformance import NO_AREA, Outcome, Report, Result, run
+from zyx.plugins import ENTRY_POINT_GROUP, Registry
+
+HOST = EntryPoint("host", "zyx.host.plugin", ENTRY_POINT_GROUP)
+
+SAMPLE = """
+import pytest
+
+pool = pytest.mark.zyx_area("pool")
+dtype = pytest.mark.zyx_area("dtype")
+errors = pytest.mark.zyx_area("errors")
+
+
+@pool
+def test_passes(zyx_device):
+    assert zyx_device.name == "host"
+
+
+@pool
+def test_fails():
+    assert 1 == 2, "one is not two"
+
+
+@dtype
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_skips(dtype):
+    pytest.skip(f"host has no {dtype} math")
+
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("teardown broke")
+
+
+@errors
+def test_teardown_fails(broken_teardown):
+    pass
+
+
+@errors
+@pytest.mark.xfail(reason="known bug")
+def test_expected_failure():
+    assert False
+
+
+def test_without_area():
+    pass
+"""
+
+
+@pytest.fixture
+def host_registry(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]) -> None:
+    """The process registry replaced by one with only the host, in a clean environment."""
+    monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [HOST]))
+
+
+def run_sample(tmp_path: Path, source: str = SAMPLE, backend: str = "host") -> Report:
+    # A name of its own per test: pytest keeps imported test modules in sys.modules.
+    suite = tmp_path / f"suite_{tmp_path.name}.py"
+    suite.write_text(source)
+    return run(backend, ["--import-mode=importlib"], suite=[str(suite)])
+
+
+def by_test(report: Report) -> dict[str, Result]:
+    return {r.test.rpartition("::")[2]: r for r in report.results}
+
+
+@pytest.mark.usefixtures("host_registry")
+def test_outcomes_are_counted_per_area(tmp_path: Path) -> None:
+    report = run_sample(tmp_path)
+    counts = report.counts()
+    assert list(counts) == ["pool", "dtype", "errors", NO_AREA], "the suite's area order"
+    assert counts["pool"] == {Outcome.PASSED: 1, Outcome.FAILED: 1}
+    assert counts["dtype"] == {Outcome.SKIPPED: 2}
+    assert counts["errors"] == {Outcome.FAILED: 1, Outcome.SKIPPED: 1}
+    assert counts[NO_AREA] == {Outcome.PASSED: 1}
+    assert report.exit_code == pytest.ExitCode.TESTS_FAILED and not report.ok
+
+
+@pytest.mark.usefixtures("host_registry")
+def test_each_skip_and_failure_says_why_in_one_line(tmp_path: Path) -> None:
+    results = by_test(run_sample(tmp_path))
+    assert results["test_fails"].message == "AssertionError: one is not two"
+    assert results["test_skips[f16]"].message == "host has no f16 math"
+    assert results["test_teardown_fails"].outcome is Outcome.FAILED
+    assert (
+        results["test_teardown_fails"].message == "error in teardown: RuntimeError: teardown broke"
+    )
+    assert results["test_expected_failure"].message == "expected to fail: known bug"
+
+
+@pytest.mark.usefixtures("host_registry")
+def test_rendering_shows_counts_grouped_skips_and_failures(tmp_path: Path) -> None:
+    console = Console(record=True, width=200)
+    console.print(run_sample(tmp_path).renderable())
+    lines = [
+        " ".join(line.replace("│", " ").split()) for line in console.export_text().splitlines()
+    ]
+    assert "pool 1 1 0" in lines and "total 2 2 3" in lines
+    assert "dtype 2 host has no f16 math" not in lines, "each distinct reason is its own row"
+    assert "dtype 1 host has no f16 math" in lines and "dtype 1 host has no bf16 math" in lines
+    assert any("test_fails AssertionError: one is not two" in line for line in lines)
+
+
+@pytest.mark.usefixtures("host_registry")
+def test_a_clean_run_is_ok(tmp_path: Path) -> None:
+    report = run_sample(
+        tmp_path, 'import pytest\n\n@pytest.mark.zyx_area("pool")\ndef test_ok():\n    pass\n'
+    )
+    assert report.ok and report.exit_code == 0
+    assert report.results == (Result(report.results[0].test, "pool", Outcome.PASSED),)
+
+
+@pytest.mark.usefixtures("host_registry")
+def test_an_unusable_backend_is_a_usage_error_with_the_reason(tmp_path: Path) -> None:
+    report = run_sample(tmp_path, backend="tpu")
+    assert report.exit_code == pytest.ExitCode.USAGE_ERROR and not report.ok
+    assert report.results == ()
+    assert "no backend 'tpu' is installed (installed: host)" in report.output
+    console = Console(record=True, width=200)
+    console.print(report.renderable())
+    assert "no backend 'tpu' is installed" in console.export_text()
+
+
+@pytest.mark.usefixtures("host_registry")
+def test_the_real_suite_certifies_the_host_pool() -> None:
+    report = run("host", ["-k", "test_pool"])
+    assert report.ok, report.output
+    assert set(report.counts()) == {"pool"}
+    assert report.counts()["pool"][Outcome.PASSED] > 0
