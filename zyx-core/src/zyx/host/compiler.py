@@ -5,17 +5,16 @@ means there is none (the host device then interprets kernels). What the compiler
 (``-march=native``, ``-fopenmp``, ``_Float16``) is detected once per process by compiling
 tiny probes.
 
-Shared objects are cached in ``$ZYX_CACHE_DIR/host``, else ``$XDG_CACHE_HOME/zyx/host``,
-else ``~/.cache/zyx/host``, named by a hash of the source, the compiler's identity and
-version, the flags and the CPU (``-march=native`` code is only valid on the CPU it was
-made for). Each is written under a temporary name and renamed into place, so a process
-never loads a half-written file.
+Shared objects are cached in ``zyx.cache``'s folder ``host`` (``$ZYX_CACHE_DIR/host``, else
+``$XDG_CACHE_HOME/zyx/host``, else ``~/.cache/zyx/host``), keyed by a hash of the source, the
+compiler's path and version, the flags and the CPU (``-march=native`` code is only valid on
+the CPU it was made for). Entries are written atomically, so a process never loads a
+half-written file; where the cache cannot be written, kernels still compile.
 """
 
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
 import os
 import shutil
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from zyx.cache import DiskCache, digest
 from zyx.codegen.c import Source
 from zyx.errors import BackendError, ErrorStatus
 from zyx.host.cpu import cpu_info
@@ -36,9 +36,13 @@ asm_log = logging.getLogger("zyx.asm")
 KernelFunction = Callable[[ctypes.Array[ctypes.c_void_p], int], None]
 """A compiled kernel: ``fn(args, nthreads)``."""
 
-_BASE_FLAGS = ("-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno")
-# -fwrapv: signed overflow wraps, as in the interpreter and on GPUs, instead of being UB
-# the optimizer may exploit. -fno-math-errno: lets sqrt and friends vectorize.
+_BASE_FLAGS = (
+    "-O3", "-std=gnu11", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off",
+)  # fmt: skip
+# -fwrapv: signed overflow wraps, as in the interpreter, instead of being UB the optimizer
+# may exploit. -fno-math-errno: lets sqrt and friends vectorize. -ffp-contract=off: no
+# fused multiply-adds, so each op rounds as in the IR and the host matches the interpreter
+# bit for bit on IEEE ops (memory-bound kernels lose nothing by it).
 
 _PROBES = {
     "-march=native": "int zyx_probe(int x) { return x + 1; }\n",
@@ -129,71 +133,67 @@ def _builds(compiler: str, tmp: Path, code: str, flags: list[str]) -> bool:
         return False
 
 
-def cache_dir(environ: Mapping[str, str] = os.environ) -> Path:
-    """Where compiled host kernels are kept."""
-    if root := environ.get("ZYX_CACHE_DIR"):
-        return Path(root) / "host"
-    xdg = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "zyx" / "host"
-
-
 class HostCompiler:
-    """Builds and loads kernels with one toolchain; every result is cached on disk."""
+    """Builds and loads kernels with one toolchain; the shared objects are cached on disk."""
 
-    def __init__(self, toolchain: Toolchain, directory: Path | None = None) -> None:
+    def __init__(self, toolchain: Toolchain, cache: DiskCache | None = None) -> None:
         self.toolchain = toolchain
-        self.directory = directory if directory is not None else cache_dir()
+        self.cache = cache if cache is not None else DiskCache("host")
         cpu = cpu_info()
-        identity = "\0".join(
-            [toolchain.command, toolchain.version, *toolchain.flags, cpu.model, *sorted(cpu.flags)]
+        self._identity = digest(
+            toolchain.command, toolchain.version, *toolchain.flags, cpu.model, *sorted(cpu.flags)
         )
-        self._identity = hashlib.sha256(identity.encode()).hexdigest()
 
-    def path_for(self, source: Source) -> Path:
-        key = hashlib.sha256(f"{self._identity}\0{source.digest}".encode()).hexdigest()
-        return self.directory / f"{source.name}-{key[:32]}.so"
+    def key(self, source: Source) -> str:
+        """The cache key of ``source`` built by this toolchain for this CPU."""
+        return digest(self._identity, source.digest)
 
     def compile(self, source: Source) -> tuple[ctypes.CDLL, KernelFunction]:
         """The loaded library and its kernel function. Raises KernelCompilation with the
         compiler's stderr in ``log``."""
-        path = self.path_for(source)
-        if path.exists():
-            log.debug("host: cache hit for %s: %s", source.name, path)
-        else:
-            asm_log.debug("host: source of %s:\n%s", source.name, source.code)
-            self._build(source, path)
-        try:
-            library = ctypes.CDLL(str(path))
-            function = getattr(library, source.name)
-        except (OSError, AttributeError) as error:
-            raise BackendError(
-                ErrorStatus.KERNEL_COMPILATION, f"cannot load {path}: {error}"
-            ) from error
-        function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
-        function.restype = None
-        return library, function
+        key = self.key(source)
+        cached = self.cache.folder / key
+        if cached.is_file():
+            log.debug("host: cache hit for %s: %s", source.name, cached)
+            return _load(cached, source.name)
+        asm_log.debug("host: source of %s:\n%s", source.name, source.code)
+        with tempfile.TemporaryDirectory(prefix="zyx-cc-") as tmp:
+            built = self._build(source, Path(tmp))
+            self.cache.put(key, built.read_bytes())
+            # Loaded before the temporary folder goes, in case the cache could not store it.
+            return _load(cached if cached.is_file() else built, source.name)
 
-    def _build(self, source: Source, path: Path) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="zyx-cc-", dir=self.directory) as tmp:
-            c_file = Path(tmp) / f"{source.name}.c"
-            c_file.write_text(source.code)
-            built = Path(tmp) / path.name
-            command = [self.toolchain.command, *self.toolchain.flags, str(c_file), "-o", str(built)]
-            log.info("host: compiling %s: %s", source.name, " ".join(command))
-            try:
-                result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-            except (OSError, subprocess.SubprocessError) as error:
-                raise BackendError(
-                    ErrorStatus.KERNEL_COMPILATION, f"cannot run {self.toolchain.command}: {error}"
-                ) from error
-            if result.returncode != 0:
-                raise BackendError(
-                    ErrorStatus.KERNEL_COMPILATION,
-                    f"{self.toolchain.command} failed on kernel {source.name!r} "
-                    f"(exit status {result.returncode})",
-                    log=result.stderr,
-                )
-            if result.stderr:
-                log.debug("host: compiler output for %s:\n%s", source.name, result.stderr)
-            os.replace(built, path)  # atomic: readers see no file or the whole file
+    def _build(self, source: Source, tmp: Path) -> Path:
+        c_file, built = tmp / f"{source.name}.c", tmp / f"{source.name}.so"
+        c_file.write_text(source.code)
+        command = [self.toolchain.command, *self.toolchain.flags, str(c_file), "-o", str(built)]
+        log.info("host: compiling %s: %s", source.name, " ".join(command))
+        try:
+            result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as error:
+            raise BackendError(
+                ErrorStatus.KERNEL_COMPILATION, f"cannot run {self.toolchain.command}: {error}"
+            ) from error
+        if result.returncode != 0:
+            raise BackendError(
+                ErrorStatus.KERNEL_COMPILATION,
+                f"{self.toolchain.command} failed on kernel {source.name!r} "
+                f"(exit status {result.returncode})",
+                log=result.stderr,
+            )
+        if result.stderr:
+            log.debug("host: compiler output for %s:\n%s", source.name, result.stderr)
+        return built
+
+
+def _load(path: Path, name: str) -> tuple[ctypes.CDLL, KernelFunction]:
+    try:
+        library = ctypes.CDLL(str(path))
+        function = getattr(library, name)
+    except (OSError, AttributeError) as error:
+        raise BackendError(
+            ErrorStatus.KERNEL_COMPILATION, f"cannot load {path}: {error}"
+        ) from error
+    function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int32]
+    function.restype = None
+    return library, function
