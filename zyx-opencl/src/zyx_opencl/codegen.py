@@ -1,0 +1,115 @@
+"""The OpenCL C dialect of zyx's C-family renderer.
+
+Types: ``bool`` is stored as ``uchar`` (OpenCL forbids ``bool`` in buffers and kernel
+arguments). f16 lives in memory as ``half`` and is read and written with
+``vload_half``/``vstore_half_rte``, which need no extension; it computes in ``float``. bf16
+lives as ``ushort`` and converts in software with round-to-nearest-even; it computes in
+``float`` too. ``cl_khr_fp16`` is enabled only where the device has it and the kernel uses
+f16; it then rounds to half with one native conversion. ``cl_khr_fp64`` is enabled where
+the kernel uses f64.
+
+The kernel carries ``reqd_work_group_size``: zyx always launches it with that local size,
+and the compiler may use it to drop bounds on the work-group.
+"""
+
+from __future__ import annotations
+
+from zyx.codegen import CDialect
+from zyx.dtypes import DType
+from zyx.ir.ops import Cast, Const, Define, Kernel, Param, Range, Scope
+
+_STORAGE = {
+    DType.BOOL: "uchar", DType.U8: "uchar", DType.U16: "ushort", DType.U32: "uint",
+    DType.U64: "ulong", DType.I8: "char", DType.I16: "short", DType.I32: "int",
+    DType.I64: "long", DType.F16: "half", DType.BF16: "ushort", DType.F32: "float",
+    DType.F64: "double",
+}  # fmt: skip
+
+_FP64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+_FP16 = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n"
+
+_BF16 = """\
+float zyx_bf16_to_f32(ushort h) { return as_float((uint)h << 16); }
+ushort zyx_f32_to_bf16(float f) {
+  uint u = as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (ushort)((u >> 16) | 0x40u); /* quiet NaN */
+  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); /* round to nearest even */
+}
+"""
+
+# Without cl_khr_fp16 no half value may exist, but half pointers may: round through a
+# ushort in private memory.
+_ROUND_F16_SOFT = """\
+float zyx_round_f16(float x) {
+  ushort h;
+  vstore_half_rte(x, 0, (__private half*)&h);
+  return vload_half(0, (__private const half*)&h);
+}
+"""
+_ROUND_F16_NATIVE = "float zyx_round_f16(float x) { return (float)convert_half_rte(x); }\n"
+
+
+class OpenCLDialect(CDialect):
+    """OpenCL C 1.2. ``fp16``: the device has ``cl_khr_fp16``."""
+
+    name = "opencl"
+    global_qualifier = "__global "
+    long_suffix = "L"
+
+    def __init__(self, *, fp16: bool = False) -> None:
+        self.fp16 = fp16
+
+    def storage_type(self, dtype: DType) -> str:
+        return _STORAGE[dtype]
+
+    def preamble(self, kernel: Kernel) -> str:
+        # Every value of a dtype starts as a param, Define, Cast or Const of that dtype.
+        dtypes = {op.dtype for op in kernel.ops if isinstance(op, (Param, Define, Cast, Const))}
+        parts = []
+        if DType.F64 in dtypes:
+            parts.append(_FP64)
+        if DType.F16 in dtypes:
+            parts += [_FP16, _ROUND_F16_NATIVE] if self.fp16 else [_ROUND_F16_SOFT]
+        if DType.BF16 in dtypes:
+            parts.append(_BF16)
+        return "".join(parts)
+
+    def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
+        x, y, z = kernel.local_size
+        attribute = f"__attribute__((reqd_work_group_size({x}, {y}, {z})))"
+        return f"__kernel {attribute} void {name}({', '.join(params)})"
+
+    def range_index(self, op: Range) -> str:
+        function = "get_group_id" if op.scope is Scope.GROUP else "get_local_id"
+        return f"(long){function}({op.axis})"
+
+    def local_decl(self, dtype: DType, name: str, length: int) -> str:
+        if dtype is DType.F16:
+            # No half arrays without cl_khr_fp16: ushort storage seen through a half pointer.
+            return (
+                f"__local ushort {name}_bits[{length}]; "
+                f"__local half* const {name} = (__local half*){name}_bits"
+            )
+        return f"__local {self.storage_type(dtype)} {name}[{length}]"
+
+    def barrier(self) -> str:
+        return "barrier(CLK_LOCAL_MEM_FENCE)"
+
+    def load(self, ptr: str, index: str, dtype: DType) -> str:
+        if dtype is DType.F16:
+            return f"vload_half({index}, {ptr})"
+        if dtype is DType.BF16:
+            return f"zyx_bf16_to_f32({ptr}[{index}])"
+        return f"{ptr}[{index}]"
+
+    def store(self, ptr: str, index: str, value: str, dtype: DType) -> str:
+        if dtype is DType.F16:
+            return f"vstore_half_rte({value}, {index}, {ptr})"
+        if dtype is DType.BF16:
+            return f"{ptr}[{index}] = zyx_f32_to_bf16({value})"
+        return f"{ptr}[{index}] = {value}"
+
+    def round16(self, x: str, dtype: DType) -> str:
+        if dtype is DType.F16:
+            return f"zyx_round_f16({x})"
+        return f"zyx_bf16_to_f32(zyx_f32_to_bf16({x}))"

@@ -1,0 +1,278 @@
+"""OpenCL devices: enumeration, what each can do, compiling and launching kernels.
+
+Each device gets its own context, its ``queues`` in-order queues and a scheduler over
+them (``zyx_opencl.scheduler``), a pool (``zyx_opencl.pool``) and a compiler with a disk
+cache (``zyx_opencl.compiler``).
+
+The launch path stays small: ``Program.check_args``, the global size (precomputed unless
+it depends on a ``Variable``), and a command appended to the scheduler's window. The
+kernel's arguments are set when the command is enqueued, and only when they differ from
+the ones the kernel last ran with.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+import pyopencl as cl
+
+from zyx.backend import Arg, Buffer, Device, DeviceInfo, Program
+from zyx.dtypes import DType, DTypeCapability
+from zyx.errors import BackendError, ErrorStatus
+from zyx.ir import Kernel, ParamKind, check_limits
+from zyx_opencl.codegen import OpenCLDialect
+from zyx_opencl.compiler import Compiler
+from zyx_opencl.config import OpenCLSection
+from zyx_opencl.pool import OpenCLPool
+from zyx_opencl.scheduler import Command, Scheduler
+
+_log = logging.getLogger("zyx.dev")
+_asm_log = logging.getLogger("zyx.asm")
+
+_INT32_MAX = 2**31 - 1
+_CUDA_GRID = (_INT32_MAX, 65535, 65535)
+"""NVIDIA's OpenCL maps work-groups onto a CUDA grid, whose y and z are 16-bit."""
+
+
+def device_info(device: cl.Device) -> DeviceInfo:
+    """What codegen and scheduling need, from ``clGetDeviceInfo``."""
+    extensions = frozenset(device.extensions.split())
+    nvidia = "cl_nv_device_attribute_query" in extensions
+    local = tuple(device.max_work_item_sizes) + (1, 1)
+    address_limit = 2**device.address_bits - 1
+    # Work-groups per axis: int32 group ids everywhere, and the item count must fit size_t.
+    groups = _CUDA_GRID if nvidia else (_INT32_MAX,) * 3
+    max_groups = tuple(min(g, address_limit // max(1, n)) for g, n in zip(groups, local))
+    return DeviceInfo(
+        name=device.name.strip(),
+        compute=_flops(device, nvidia),
+        max_global_work_dims=(max_groups[0], max_groups[1], max_groups[2]),
+        max_local_threads=device.max_work_group_size,
+        max_local_work_dims=(local[0], local[1], local[2]),
+        local_mem_size=device.local_mem_size,
+        max_register_bytes=4 * device.registers_per_block_nv if nvidia else 65536,
+        preferred_vector_size=4 * device.preferred_vector_width_float,
+        warp_size=_warp_size(device, extensions),
+        global_mem_size=device.global_mem_size,
+        tensor_cores="cl_intel_subgroup_matrix_multiply_accumulate" in extensions,
+        compute_capability=(
+            (device.compute_capability_major_nv, device.compute_capability_minor_nv)
+            if nvidia
+            else None
+        ),
+        dtypes=_dtypes(device, extensions),
+    )
+
+
+def _flops(device: cl.Device, nvidia: bool) -> float:
+    """Peak f32 FLOP/s, a guess: compute units × clock × lanes per unit × 2 (FMA)."""
+    if device.type & cl.device_type.GPU:
+        lanes = 128 if nvidia else 64  # SM since Ampere (GA10x), Hopper; AMD CU
+    else:
+        lanes = device.native_vector_width_float * 2  # two vector FMA pipes per core
+    return float(device.max_compute_units * device.max_clock_frequency * 1e6 * lanes * 2)
+
+
+def _warp_size(device: cl.Device, extensions: frozenset[str]) -> int:
+    """NVIDIA's warp or AMD's wavefront; 1 where the device does not say."""
+    if "cl_nv_device_attribute_query" in extensions:
+        return int(device.warp_size_nv)
+    if "cl_amd_device_attribute_query" in extensions:
+        return int(device.wavefront_width_amd)
+    return 1
+
+
+def _dtypes(device: cl.Device, extensions: frozenset[str]) -> dict[DType, DTypeCapability]:
+    """f16 and bf16 always work (stored as half/ushort, computed in float); f64 only with
+    ``cl_khr_fp64``; matrix units take int8, f16 and bf16 with Intel's extension."""
+    arithmetic = DTypeCapability.STORAGE | DTypeCapability.ARITHMETIC
+    caps = {dtype: arithmetic for dtype in DType if not dtype.is_float}
+    caps |= {DType.F16: DTypeCapability.FULL, DType.BF16: DTypeCapability.FULL}
+    caps[DType.F32] = DTypeCapability.FULL
+    if "cl_khr_fp64" in extensions or device.double_fp_config:
+        caps[DType.F64] = DTypeCapability.FULL
+    if "cl_intel_subgroup_matrix_multiply_accumulate" in extensions:
+        for dtype in (DType.I8, DType.U8, DType.F16, DType.BF16):
+            caps[dtype] |= DTypeCapability.TENSOR_CORE
+    return caps
+
+
+_SCALAR_DTYPES = {
+    DType.BOOL: np.uint8, DType.F16: np.float32, DType.BF16: np.float32,
+}  # fmt: skip
+"""Scalar arguments whose OpenCL type differs from their numpy dtype (``value_type``)."""
+
+
+class OpenCLProgram(Program):
+    """A built kernel: the ``cl.Kernel`` with the arguments it last ran with, and its
+    global size (work-items per axis, as OpenCL counts them)."""
+
+    def __init__(self, device: OpenCLDevice, kernel: Kernel, cl_kernel: cl.Kernel) -> None:
+        super().__init__(device, kernel)
+        self.kernel = cl_kernel
+        """Deleted by ``OpenCLDevice.release``."""
+        kinds = self.param_kinds
+        self.buffer_positions = tuple(i for i, k in enumerate(kinds) if k is not ParamKind.VARIABLE)
+        self.read_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL)
+        self.write_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL_MUT)
+        # pyopencl packs scalars by these dtypes in one call (set_arg one by one costs µs).
+        cl_kernel.set_scalar_arg_dtypes([
+            None if kind is not ParamKind.VARIABLE else _SCALAR_DTYPES.get(dtype, dtype.numpy)
+            for kind, dtype in zip(kinds, self.param_dtypes)
+        ])  # fmt: skip
+        self.bound: tuple[Arg, ...] | None = None
+        """The arguments the kernel holds, as set by the last ``bind``."""
+        self._max_groups = device.info.max_global_work_dims
+        self._static_work = None if self.symbolic else self._work(self.groups(()))
+
+    @property
+    def symbolic(self) -> bool:
+        """Whether the global size depends on a ``Variable`` argument."""
+        return not all(isinstance(d, int) for d in self.global_size)
+
+    def work(self, args: Sequence[Arg]) -> tuple[int, int, int] | None:
+        """Global work-items per axis for ``args``; ``None`` when there is no work-group."""
+        static = self._static_work
+        return static if static is not None else self._work(self.groups(args))
+
+    def _work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
+        if 0 in groups:
+            return None
+        if not all(0 < g <= limit for g, limit in zip(groups, self._max_groups)):
+            raise BackendError(
+                ErrorStatus.KERNEL_LAUNCH,
+                f"{self.name}: {groups} work-groups, outside {self.device.name}'s limits "
+                f"of 1..{self._max_groups} per axis",
+            )
+        x, y, z = self.local_size
+        return (groups[0] * x, groups[1] * y, groups[2] * z)
+
+    def bind(self, args: tuple[Arg, ...]) -> None:
+        """Set all of the kernel's arguments (one pyopencl call)."""
+        values: list[Any] = list(args)
+        for i in self.buffer_positions:
+            values[i] = cast(Buffer, args[i]).handle
+        self.kernel.set_args(*values)
+        self.bound = args
+
+
+class Launch(Command):
+    """One kernel launch: the program, its arguments and its global size."""
+
+    __slots__ = ("program", "args", "work")
+
+    def __init__(
+        self, program: OpenCLProgram, args: tuple[Arg, ...], work: tuple[int, int, int]
+    ) -> None:
+        self.program = program
+        self.args = args
+        self.work = work
+        self.reads = [args[i] for i in program.read_positions]
+        self.writes = [args[i] for i in program.write_positions]
+        self.status = ErrorStatus.KERNEL_SYNC
+        self.done = None
+
+    def enqueue(self, queue: cl.CommandQueue, wait_for: list[cl.Event] | None) -> cl.Event:
+        program = self.program
+        if program.bound != self.args:
+            program.bind(self.args)
+        return cl.enqueue_nd_range_kernel(
+            queue, program.kernel, self.work, program.local_size, wait_for=wait_for
+        )
+
+    def __repr__(self) -> str:
+        return f"<launch {self.program.name} {self.work}>"
+
+
+class OpenCLDevice(Device):
+    """One OpenCL device with its own context, queues, pool and compiler."""
+
+    backend = "opencl"
+
+    def __init__(self, index: int, device: cl.Device, *, queues: int, window: int) -> None:
+        self.index = index
+        self.cl_device = device
+        self.info = device_info(device)
+        context = cl.Context([device])
+        self.scheduler = Scheduler(context, device, queues, window)
+        self.pool = OpenCLPool(self.name, context, device, self.scheduler)
+        self.compiler = Compiler(context, device)
+        self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
+
+    def compile(self, kernel: Kernel) -> OpenCLProgram:
+        check_limits(kernel, self.info)
+        source = self.dialect.render(kernel)
+        if _asm_log.isEnabledFor(logging.DEBUG):
+            _asm_log.debug("%s for %s:\n%s", source.name, self.name, source.code)
+        program = self.compiler.build(source)
+        return OpenCLProgram(self, kernel, cl.Kernel(program, source.name))
+
+    def launch(self, program: Program, args: Sequence[Arg]) -> None:
+        own = self._own(program)
+        own.check_args(args)
+        work = own.work(args)
+        if work is not None:
+            self.scheduler.submit(Launch(own, tuple(args), work))
+
+    def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
+        own = self._own(program)
+        own.check_args(args)
+        work = own.work(args)
+        if work is None:
+            self.synchronize()
+            return 0
+        return self.scheduler.time(Launch(own, tuple(args), work))
+
+    def release(self, program: Program) -> None:
+        own = self._own(program)
+        self.scheduler.flush()  # launches in the window still need the kernel
+        del own.kernel  # its last reference: pyopencl releases the cl_kernel
+        own.bound = None
+
+    def synchronize(self) -> None:
+        self.scheduler.synchronize()
+
+    def _own(self, program: Program) -> OpenCLProgram:
+        """``program``, if it is a live program of this device."""
+        if program.device is not self or getattr(program, "kernel", None) is None:
+            raise BackendError(
+                ErrorStatus.INCORRECT_KERNEL_ARG,
+                f"{program!r} is not a live program of {self.name}",
+            )
+        return cast(OpenCLProgram, program)
+
+
+def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:
+    """The devices of the platforms ``section.platform_ids`` selects, numbered in order."""
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as error:
+        message = f"no OpenCL platform: {error}"
+        raise BackendError(ErrorStatus.DEVICE_ENUMERATION, message) from error
+    ids = range(len(platforms)) if section.platform_ids is None else section.platform_ids
+    missing = [i for i in ids if i >= len(platforms)]
+    if missing:
+        raise BackendError(
+            ErrorStatus.DEVICE_ENUMERATION,
+            f"opencl.platform_ids names platforms {missing}; there are {len(platforms)}: "
+            + ", ".join(f"{i}: {p.name}" for i, p in enumerate(platforms)),
+        )
+    found = [device for i in ids for device in _platform_devices(platforms[i])]
+    devices = [
+        OpenCLDevice(index, device, queues=section.queues, window=section.window)
+        for index, device in enumerate(found)
+    ]
+    if _log.isEnabledFor(logging.DEBUG):
+        for device in devices:
+            _log.debug("%s: %s (%s)", device.name, device.info.name, device.cl_device.version)
+    return devices
+
+
+def _platform_devices(platform: cl.Platform) -> list[cl.Device]:
+    try:
+        return list(platform.get_devices())
+    except cl.Error:  # DEVICE_NOT_FOUND: a platform (an ICD) without devices here
+        return []

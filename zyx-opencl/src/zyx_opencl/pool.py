@@ -1,0 +1,178 @@
+"""The memory of one OpenCL device: buffers, copies, and an exact count of bytes in use.
+
+Every copy is a command of the device's scheduler, ordered against launches by the
+buffers it touches. Writes stage the caller's bytes, so the caller may reuse them at once.
+Copies from a host buffer read its memory in place and keep that buffer retained until
+the copy completed. Copies from any other pool (another OpenCL device, a file, a third
+party's) read it into a fresh host array and upload that: one staging copy in all.
+
+Free bytes are ``CL_DEVICE_GLOBAL_MEM_SIZE`` minus the bytes of live buffers and of
+released buffers whose work is still running. Drivers may allocate lazily (PoCL does, at
+a buffer's first use): zyx's count catches oversubscription at ``allocate``, and a
+driver's own failure later surfaces at the next sync point as ``MemoryAllocation``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from zyx.backend import Buffer, MemoryPool
+from zyx.errors import BackendError, ErrorStatus
+from zyx.host.pool import HostPool
+from zyx_opencl.scheduler import Action, Command, Scheduler
+
+_log = logging.getLogger("zyx.mem")
+
+
+class Copy(Command):
+    """One ``cl.enqueue_copy`` from ``src`` to ``dst`` (cl.Buffers or host arrays)."""
+
+    __slots__ = ("dst", "src", "options")
+
+    def __init__(
+        self,
+        status: ErrorStatus,
+        reads: Sequence[Hashable],
+        writes: Sequence[Hashable],
+        dst: Any,
+        src: Any,
+        done: Action | None = None,
+        **options: Any,
+    ) -> None:
+        self.status = status
+        self.reads = reads
+        self.writes = writes
+        self.done = done
+        self.dst = dst
+        self.src = src
+        self.options = options
+
+    def enqueue(self, queue: cl.CommandQueue, wait_for: list[cl.Event] | None) -> cl.Event:
+        return cl.enqueue_copy(queue, self.dst, self.src, wait_for=wait_for, **self.options)
+
+    def __repr__(self) -> str:
+        return f"<copy {self.status.value}>"
+
+
+def _keep() -> None:
+    """The ``done`` of an upload: its event, and with it the host bytes, stay referenced by
+    the deferred list until the copy completed (dropping a pending pyopencl host-copy
+    event would block until it completes)."""
+
+
+class OpenCLPool(MemoryPool):
+    """Buffers of one OpenCL device, in the context its ``Scheduler``'s queues share."""
+
+    def __init__(
+        self, name: str, context: cl.Context, device: cl.Device, scheduler: Scheduler
+    ) -> None:
+        self.name = name
+        self.context = context
+        self.capacity: int = device.global_mem_size
+        self.max_allocation: int = device.max_mem_alloc_size
+        self.scheduler = scheduler
+        self._used = 0
+
+    def free_bytes(self) -> int:
+        return self.capacity - self._used
+
+    def synchronize(self) -> None:
+        self.scheduler.synchronize()
+
+    def _allocate(self, nbytes: int) -> Buffer:
+        if nbytes > self.max_allocation:
+            raise BackendError(
+                ErrorStatus.MEMORY_ALLOCATION,
+                f"{self.name}: {nbytes} bytes exceed the largest single allocation, "
+                f"CL_DEVICE_MAX_MEM_ALLOC_SIZE = {self.max_allocation}",
+            )
+        if nbytes > self.free_bytes():
+            self.scheduler.reclaim()  # memory released but still in use becomes free
+        if nbytes > self.free_bytes():
+            raise BackendError(
+                ErrorStatus.MEMORY_ALLOCATION,
+                f"{self.name}: {nbytes} bytes requested, {self.free_bytes()} of "
+                f"{self.capacity} free",
+            )
+        try:
+            handle = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
+        except cl.Error as error:
+            raise BackendError(
+                ErrorStatus.MEMORY_ALLOCATION, f"{self.name}: {nbytes} bytes: {error}"
+            ) from error
+        self._used += nbytes
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("%s: allocated %d bytes, %d in use", self.name, nbytes, self._used)
+        return Buffer(self, nbytes, handle)
+
+    def _free(self, buf: Buffer) -> None:
+        # buf.handle stays: commands still in the window resolve it when they are enqueued.
+        self.scheduler.retire(buf, partial(self._release, buf.handle, buf.nbytes))
+
+    def _release(self, handle: cl.Buffer, nbytes: int) -> None:
+        handle.release()
+        self._used -= nbytes
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("%s: freed %d bytes, %d in use", self.name, nbytes, self._used)
+
+    def _write(self, buf: Buffer, view: memoryview, offset: int) -> None:
+        if view.nbytes:
+            self._upload(buf, bytes(view), offset, _keep)
+
+    def _read(self, buf: Buffer, view: memoryview, offset: int) -> None:
+        if not view.nbytes:
+            self.scheduler.flush()
+            self.scheduler.raise_pending()
+            return
+        self.scheduler.run(
+            Copy(
+                ErrorStatus.MEMORY_COPY_P2H,
+                (buf,),
+                (),
+                view,
+                buf.handle,
+                src_offset=offset,
+                is_blocking=True,
+            )  # fmt: skip
+        )
+
+    def _copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
+        if src_pool is self:
+            self.scheduler.submit(
+                Copy(
+                    ErrorStatus.MEMORY_COPY_P2P,
+                    (src_buf,),
+                    (dst_buf,),
+                    dst_buf.handle,
+                    src_buf.handle,
+                    byte_count=src_buf.nbytes,
+                )  # fmt: skip
+            )
+        elif isinstance(src_pool, HostPool):
+            src_pool.retain(src_buf)
+            release = partial(src_pool.release, src_buf)
+            self._upload(dst_buf, HostPool.array(src_buf), 0, release)
+        else:
+            staging = np.empty(src_buf.nbytes, dtype=np.uint8)
+            src_pool.read(src_buf, staging)
+            self._upload(dst_buf, staging, 0, _keep)
+
+    def _upload(self, buf: Buffer, host: Any, offset: int, done: Action) -> None:
+        self.scheduler.submit(
+            Copy(
+                ErrorStatus.MEMORY_COPY_H2P,
+                (),
+                (buf,),
+                buf.handle,
+                host,
+                done,
+                dst_offset=offset,
+                is_blocking=False,
+            )  # fmt: skip
+        )
