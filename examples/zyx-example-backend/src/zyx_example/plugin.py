@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from importlib.util import find_spec
 from typing import TYPE_CHECKING
 
-from pydantic import Field, PositiveInt
+from pydantic import PositiveInt
 from zyx.config import BackendSection
 from zyx.hookspecs import BackendSpec, ProbeResult, hookimpl
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from zyx.backend import Device
 
 ZYX_PLUGIN_API = "1.0"
-"""The plugin API this plugin was written for: it loads on any zyx-core 1.x from 1.0 on."""
+"""The plugin API this plugin was written for: it loads where zyx-core's is 1.0 or a later 1.x."""
 
 
 class ExampleSection(BackendSection):
@@ -27,7 +27,7 @@ class ExampleSection(BackendSection):
 
     devices: PositiveInt = 1
     """How many devices to open, ``example:0`` ... each with its own pool."""
-    memory: int = Field(default=1 << 30, gt=0)
+    memory: PositiveInt = 1 << 30
     """Bytes each device's pool may hand out."""
 
 
