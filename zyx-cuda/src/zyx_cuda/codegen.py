@@ -1,0 +1,146 @@
+"""The CUDA C dialect of ``zyx.codegen``: one ``extern "C" __global__`` function per kernel.
+
+f16 and bf16 live in memory as ``__half`` / ``__nv_bfloat16`` (``cuda_fp16.h``,
+``cuda_bf16.h``) and compute in ``float``, as the core renderer prescribes; the headers are
+included only by kernels that use those types, so most kernels compile without any header.
+
+Local memory (``Define`` with ``Storage.LOCAL``) is carved out of one dynamic
+``extern __shared__`` array: static ``__shared__`` arrays stop at 48 KiB, dynamic shared
+memory reaches the device's opt-in maximum. ``shared_bytes(kernel)`` is what a launch asks for.
+"""
+
+from __future__ import annotations
+
+from zyx.codegen.c import CDialect
+from zyx.dtypes import DType
+from zyx.ir.ops import Cast, Const, Define, Kernel, Param, Range, Ref, Scope, Storage
+
+_STORAGE = {
+    DType.BOOL: "bool", DType.U8: "unsigned char", DType.U16: "unsigned short",
+    DType.U32: "unsigned int", DType.U64: "unsigned long long", DType.I8: "signed char",
+    DType.I16: "short", DType.I32: "int", DType.I64: "long long", DType.F16: "__half",
+    DType.BF16: "__nv_bfloat16", DType.F32: "float", DType.F64: "double",
+}  # fmt: skip
+
+_AXES = "xyz"
+_SHARED = "zyx_shared"
+_SHARED_ALIGN = 16
+
+# math.h's INFINITY and NAN do not exist under NVRTC without headers: build them from bits.
+_SPECIAL_F32 = {"inf": "__int_as_float(0x7f800000)", "nan": "__int_as_float(0x7fffffff)"}
+_SPECIAL_F64 = {
+    "inf": "__longlong_as_double(0x7ff0000000000000LL)",
+    "nan": "__longlong_as_double(0x7fffffffffffffffLL)",
+}
+
+
+def half_types(kernel: Kernel) -> frozenset[DType]:
+    """The 16-bit float types ``kernel`` uses (each value of one starts as one of these ops)."""
+    dtypes = {op.dtype for op in kernel.ops if isinstance(op, (Param, Define, Cast, Const))}
+    return frozenset(dtypes & {DType.F16, DType.BF16})
+
+
+def shared_layout(kernel: Kernel) -> dict[Ref, int]:
+    """Byte offset of each local-memory ``Define`` in the dynamic shared array."""
+    offsets, end = {}, 0
+    for ref, op in enumerate(kernel.ops):
+        if isinstance(op, Define) and op.storage is Storage.LOCAL:
+            start = -(-end // _SHARED_ALIGN) * _SHARED_ALIGN
+            offsets[ref] = start
+            end = start + op.length * op.dtype.itemsize
+    return offsets
+
+
+def shared_bytes(kernel: Kernel) -> int:
+    """Dynamic shared memory a launch of ``kernel`` needs."""
+    total = 0
+    for ref, offset in shared_layout(kernel).items():
+        op = kernel.ops[ref]
+        assert isinstance(op, Define)
+        total = max(total, offset + op.length * op.dtype.itemsize)
+    return total
+
+
+class CudaDialect(CDialect):
+    """CUDA C++ as NVRTC compiles it."""
+
+    name = "cuda"
+    restrict = "__restrict__"
+
+    def storage_type(self, dtype: DType) -> str:
+        return _STORAGE[dtype]
+
+    def preamble(self, kernel: Kernel) -> str:
+        halves = half_types(kernel)
+        lines = []
+        if DType.F16 in halves:
+            lines.append("#include <cuda_fp16.h>")
+        if DType.BF16 in halves:
+            lines.append("#include <cuda_bf16.h>")
+        if shared_layout(kernel):
+            lines.append(f"extern __shared__ __align__({_SHARED_ALIGN}) char {_SHARED}[];")
+        return "\n".join(lines)
+
+    def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
+        local = kernel.local_size
+        threads = local[0] * local[1] * local[2]
+        # The bound lets ptxas spend registers for exactly this block size.
+        return (
+            f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(params)})'
+        )
+
+    def range_index(self, op: Range) -> str:
+        builtin = "blockIdx" if op.scope is Scope.GROUP else "threadIdx"
+        return f"(long long){builtin}.{_AXES[op.axis]}"
+
+    def local_decl(self, dtype: DType, name: str, length: int) -> str:
+        raise AssertionError("local memory is rendered by render_op from the shared layout")
+
+    def barrier(self) -> str:
+        return "__syncthreads()"
+
+    def render_op(self, kernel: Kernel, ref: Ref) -> str:
+        op = kernel.ops[ref]
+        if isinstance(op, Define) and op.storage is Storage.LOCAL:
+            t = self.storage_type(op.dtype)
+            offset = shared_layout(kernel)[ref]
+            return f"{t}* const v{ref} = ({t}*)({_SHARED} + {offset});"
+        return super().render_op(kernel, ref)
+
+    def load(self, ptr: str, index: str, dtype: DType) -> str:
+        if dtype is DType.F16:
+            return f"__half2float({ptr}[{index}])"
+        if dtype is DType.BF16:
+            return f"__bfloat162float({ptr}[{index}])"
+        return f"{ptr}[{index}]"
+
+    def store(self, ptr: str, index: str, value: str, dtype: DType) -> str:
+        if dtype is DType.F16:
+            value = f"__float2half_rn({value})"
+        elif dtype is DType.BF16:
+            value = f"__float2bfloat16_rn({value})"
+        return f"{ptr}[{index}] = {value}"
+
+    def round16(self, x: str, dtype: DType) -> str:
+        if dtype is DType.F16:
+            return f"__half2float(__float2half_rn({x}))"
+        return f"__bfloat162float(__float2bfloat16_rn({x}))"
+
+    def cast(self, x: str, src: DType, dst: DType) -> str:
+        # From double, going through float would round twice; these round once.
+        if src is DType.F64 and dst is DType.F16:
+            return f"__half2float(__double2half({x}))"
+        if src is DType.F64 and dst is DType.BF16:
+            return f"__bfloat162float(__double2bfloat16({x}))"
+        return super().cast(x, src, dst)
+
+    def float_literal(self, value: float, dtype: DType) -> str:
+        special = _SPECIAL_F64 if dtype is DType.F64 else _SPECIAL_F32
+        if value != value:
+            return special["nan"]
+        if value in (float("inf"), float("-inf")):
+            return f"({'-' if value < 0 else ''}{special['inf']})"
+        return super().float_literal(value, dtype)
+
+    def function(self, name: str, dtype: DType) -> str:
+        return name if dtype is DType.F64 else f"{name}f"

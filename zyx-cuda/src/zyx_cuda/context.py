@@ -1,0 +1,43 @@
+"""A device's primary context, made current on the calling thread only when it is not.
+
+zyx uses the primary context, the one the CUDA runtime (and so torch and cupy) uses too,
+so pointers and streams are shared with them without any translation. Which context is
+current is per thread; each thread remembers which of zyx's contexts it made current last,
+so the hot path pays a thread-local lookup instead of a driver call. (A library that makes
+another device's context current behind zyx's back on the same thread defeats that memo:
+call ``Context.activate(force=True)`` after it.)
+"""
+
+from __future__ import annotations
+
+import threading
+
+from cuda.bindings import driver
+
+from zyx.errors import ErrorStatus
+from zyx_cuda.errors import check
+
+_current = threading.local()
+
+
+class Context:
+    """The primary context of device ``ordinal``, retained for the life of the process."""
+
+    def __init__(self, ordinal: int) -> None:
+        self.ordinal = ordinal
+        self.device = check(
+            ErrorStatus.DEVICE_ENUMERATION, "cuDeviceGet", driver.cuDeviceGet(ordinal)
+        )
+        self.handle = check(
+            ErrorStatus.INITIALIZATION,
+            "cuDevicePrimaryCtxRetain",
+            driver.cuDevicePrimaryCtxRetain(self.device),
+        )
+
+    def activate(self, *, force: bool = False) -> None:
+        """Make this context current on the calling thread."""
+        if force or getattr(_current, "context", None) is not self:
+            check(
+                ErrorStatus.INITIALIZATION, "cuCtxSetCurrent", driver.cuCtxSetCurrent(self.handle)
+            )
+            _current.context = self

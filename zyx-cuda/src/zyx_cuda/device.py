@@ -1,0 +1,187 @@
+"""One CUDA GPU: its primary context, streams, pool, compiler and launches."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from cuda.bindings import driver
+
+from zyx.backend import Arg, Device, DeviceInfo, Program, Recording
+from zyx.dtypes import DType, DTypeCapability
+from zyx.errors import BackendError, ErrorStatus
+from zyx.ir import Kernel, check_limits
+from zyx_cuda.codegen import CudaDialect
+from zyx_cuda.compiler import Compiler
+from zyx_cuda.context import Context
+from zyx_cuda.errors import check
+from zyx_cuda.pool import CudaPool
+from zyx_cuda.program import CudaProgram, KernelProgram
+from zyx_cuda.streams import Streams
+
+_log = logging.getLogger("zyx.dev")
+_A = driver.CUdevice_attribute
+
+# FP32 lanes per SM by architecture, for the compute estimate (2 FLOP per FMA lane).
+_FP32_LANES = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
+_FP32_LANES_DEFAULT = 128
+
+
+class CudaDevice(Device):
+    """A GPU driven through its primary context and ``queues`` streams."""
+
+    backend = "cuda"
+    pool: CudaPool
+
+    def __init__(self, ordinal: int, *, queues: int = 8) -> None:
+        self.index = ordinal
+        self.context = Context(ordinal)
+        self.context.activate()
+        self.info = query_info(self.context.device)
+        self.streams = Streams(queues)
+        self.pool = CudaPool(self.name, self.context, self.streams)
+        assert self.info.compute_capability is not None
+        self.compiler = Compiler(self.info.compute_capability)
+        self.dialect = CudaDialect()
+        timing = driver.CUevent_flags.CU_EVENT_DEFAULT
+        self._timers = [
+            check(ErrorStatus.INITIALIZATION, "cuEventCreate", driver.cuEventCreate(timing))
+            for _ in range(2)
+        ]
+        _log.debug(
+            "%s: %s, sm_%d%d, %d streams",
+            self.name,
+            self.info.name,
+            *self.info.compute_capability,
+            queues,
+        )
+
+    def compile(self, kernel: Kernel) -> KernelProgram:
+        check_limits(kernel, self.info)
+        source = self.dialect.render(kernel)
+        image = self.compiler.compile(source)
+        self.context.activate()
+        return KernelProgram(self, kernel, source.name, image)
+
+    def launch(self, program: Program, args: Sequence[Arg]) -> None:
+        program.check_args(args)
+        assert isinstance(program, CudaProgram)
+        self.context.activate()
+        buffers, reads, writes = program.accesses(args)
+        streams = self.streams
+        queue = streams.select(buffers, reads, writes)
+        program.enqueue(streams.handles[queue], args)
+        streams.commit(queue, reads, writes)
+
+    def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
+        program.check_args(args)
+        assert isinstance(program, CudaProgram)
+        self.synchronize()
+        _, reads, writes = program.accesses(args)
+        streams, (start, end) = self.streams, self._timers
+        stream = streams.handles[0]
+        status = ErrorStatus.KERNEL_LAUNCH
+        check(status, "cuEventRecord", driver.cuEventRecord(start, stream))
+        program.enqueue(stream, args)
+        check(status, "cuEventRecord", driver.cuEventRecord(end, stream))
+        streams.commit(0, reads, writes)
+        check(ErrorStatus.KERNEL_SYNC, "cuEventSynchronize", driver.cuEventSynchronize(end))
+        streams.done(0)
+        ms = check(
+            ErrorStatus.KERNEL_SYNC, "cuEventElapsedTime", driver.cuEventElapsedTime(start, end)
+        )
+        return round(float(ms) * 1e6)
+
+    def release(self, program: Program) -> None:
+        """Unload the program's module once the work queued so far is done."""
+        assert isinstance(program, CudaProgram)
+        self.context.activate()
+        self.streams.after(self.streams.now(), program.unload)
+
+    def synchronize(self) -> None:
+        self.context.activate()
+        self.streams.synchronize()
+
+    def record(self) -> Recording:
+        from zyx_cuda.graphs import GraphRecording
+
+        return GraphRecording(self)
+
+
+def query_info(device: Any) -> DeviceInfo:
+    """What codegen and scheduling need, from the device's attributes."""
+
+    def attr(attribute: Any) -> int:
+        value = check(
+            ErrorStatus.DEVICE_QUERY,
+            "cuDeviceGetAttribute",
+            driver.cuDeviceGetAttribute(attribute, device),
+        )
+        return int(value)
+
+    name = check(ErrorStatus.DEVICE_QUERY, "cuDeviceGetName", driver.cuDeviceGetName(256, device))
+    total = check(ErrorStatus.DEVICE_QUERY, "cuDeviceTotalMem", driver.cuDeviceTotalMem(device))
+    cc = (
+        attr(_A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR),
+        attr(_A.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR),
+    )
+    sms = attr(_A.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    clock_khz = attr(_A.CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+    registers = attr(_A.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)
+    return DeviceInfo(
+        name=name.split(b"\0", 1)[0].decode(),
+        compute=2.0 * sms * _FP32_LANES.get(cc, _FP32_LANES_DEFAULT) * clock_khz * 1e3,
+        max_global_work_dims=(
+            attr(_A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
+            attr(_A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+            attr(_A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z),
+        ),
+        max_local_threads=attr(_A.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+        max_local_work_dims=(
+            attr(_A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X),
+            attr(_A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+            attr(_A.CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z),
+        ),
+        # Kernels use dynamic shared memory, which reaches the opt-in maximum.
+        local_mem_size=attr(_A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
+        # A thread may use 255 32-bit registers (the architectural cap), as long as a warp's
+        # worth fits in the block's register file; large blocks get fewer per thread.
+        max_register_bytes=4 * min(255, registers // 32),
+        preferred_vector_size=16,
+        warp_size=attr(_A.CU_DEVICE_ATTRIBUTE_WARP_SIZE),
+        global_mem_size=int(total),
+        tensor_cores=cc >= (7, 0),
+        compute_capability=cc,
+        dtypes=dtype_capabilities(cc),
+    )
+
+
+def dtype_capabilities(cc: tuple[int, int]) -> dict[DType, DTypeCapability]:
+    """What each dtype can do on compute capability ``cc``: f16 arithmetic from sm_53, bf16
+    only from sm_80, tensor cores for f16 from sm_70 and for bf16, tf32 (f32) and i8 later."""
+    full, basic = DTypeCapability.FULL, DTypeCapability.STORAGE | DTypeCapability.ARITHMETIC
+    tensor = DTypeCapability.TENSOR_CORE
+    caps: dict[DType, DTypeCapability] = {d: basic for d in DType if not d.is_float}
+    caps[DType.F32] = full | (tensor if cc >= (8, 0) else DTypeCapability.NONE)
+    caps[DType.F64] = full
+    caps[DType.F16] = (full if cc >= (5, 3) else DTypeCapability.STORAGE) | (
+        tensor if cc >= (7, 0) else DTypeCapability.NONE
+    )
+    if cc >= (8, 0):
+        caps[DType.BF16] = full | tensor
+    if cc >= (7, 5):
+        caps[DType.I8] |= tensor
+    return caps
+
+
+def open_devices(ordinals: Sequence[int], queues: int) -> list[CudaDevice]:
+    """Devices for ``ordinals``; an ordinal the driver does not have is DeviceEnumeration."""
+    count = check(ErrorStatus.DEVICE_ENUMERATION, "cuDeviceGetCount", driver.cuDeviceGetCount())
+    missing = [o for o in ordinals if not 0 <= o < count]
+    if missing:
+        raise BackendError(
+            ErrorStatus.DEVICE_ENUMERATION,
+            f"cuda.device_ids names {missing}, but the driver sees {count} device(s)",
+        )
+    return [CudaDevice(o, queues=queues) for o in ordinals]

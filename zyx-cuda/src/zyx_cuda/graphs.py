@@ -1,0 +1,152 @@
+"""``Device.record()`` on CUDA: the launches become one CUDA graph, replayed with one call.
+
+The graph is built from explicit nodes (each program adds its own: a kernel node, or a
+captured child graph for a library program), with edges only where launches share a
+buffer (read-after-write, write-after-read, write-after-write), so independent launches may
+run concurrently. It is instantiated on the first replay. ``set_arg`` between replays
+updates the instantiated nodes in place (``cuGraphExecKernelNodeSetParams``), unless the
+rebinding changes which launches share buffers: then the graph is built again.
+
+A replay is one command on the device's streams, whose reads and writes are the union of
+its launches', so it is ordered against ordinary launches and copies like any other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from cuda.bindings import driver
+
+from zyx.backend import Arg, Buffer, Program, Recording
+from zyx.errors import BackendError, ErrorStatus
+from zyx_cuda.errors import check
+from zyx_cuda.program import CudaProgram
+
+if TYPE_CHECKING:
+    from zyx_cuda.device import CudaDevice
+
+Launch = tuple[Program, list[Arg]]
+
+
+def dependencies(launches: Sequence[Launch]) -> list[tuple[int, ...]]:
+    """For each launch, the earlier launches it must follow because they share a buffer."""
+    writer: dict[Buffer, int] = {}
+    readers: dict[Buffer, list[int]] = {}
+    edges = []
+    for i, (program, args) in enumerate(launches):
+        assert isinstance(program, CudaProgram)
+        _, reads, writes = program.accesses(args)
+        after = {writer[b] for b in reads + writes if b in writer}
+        for b in writes:
+            after.update(readers.get(b, ()))
+        for b in reads:
+            readers.setdefault(b, []).append(i)
+        for b in writes:
+            writer[b] = i
+            readers[b] = []
+        edges.append(tuple(sorted(after - {i})))
+    return edges
+
+
+class GraphRecording(Recording):
+    """Launches recorded on a ``CudaDevice``, replayed as one instantiated CUDA graph."""
+
+    device: CudaDevice
+
+    def __init__(self, device: CudaDevice) -> None:
+        super().__init__(device)
+        self._exec: Any = None
+        self._nodes: list[Any] = []
+        self._edges: list[tuple[int, ...]] = []
+        self._rebound: set[int] = set()
+        self._buffers: tuple[Buffer, ...] = ()
+        self._reads: tuple[Buffer, ...] = ()
+        self._writes: tuple[Buffer, ...] = ()
+
+    def launch(self, program: Program, args: Sequence[Arg]) -> None:
+        if not isinstance(program, CudaProgram) or program.device is not self.device:
+            raise BackendError(
+                ErrorStatus.INCORRECT_KERNEL_ARG,
+                f"{program!r} is not a program of {self.device.name}",
+            )
+        super().launch(program, args)
+        self._discard()
+
+    def set_arg(self, launch: int, position: int, value: Arg) -> None:
+        super().set_arg(launch, position, value)
+        self._rebound.add(launch)
+
+    def replay(self) -> None:
+        """Launch the whole recording as one graph on the device's streams."""
+        if not self.launches:
+            return
+        device = self.device
+        device.context.activate()
+        if self._exec is None:
+            self._build()
+        elif self._rebound:
+            self._rebind()
+        for buf in self._buffers:
+            if buf.refcount <= 0:
+                raise BackendError(
+                    ErrorStatus.INCORRECT_KERNEL_ARG, f"recorded {buf!r} was released"
+                )
+        streams = device.streams
+        queue = streams.select(self._buffers, self._reads, self._writes)
+        check(
+            ErrorStatus.KERNEL_LAUNCH,
+            "cuGraphLaunch",
+            driver.cuGraphLaunch(self._exec, streams.handles[queue]),
+        )
+        streams.commit(queue, self._reads, self._writes)
+
+    def _build(self) -> None:
+        self._edges = dependencies(self.launches)
+        graph = check(ErrorStatus.KERNEL_LAUNCH, "cuGraphCreate", driver.cuGraphCreate(0))
+        try:
+            self._nodes = []
+            for (program, args), after in zip(self.launches, self._edges):
+                assert isinstance(program, CudaProgram)
+                deps = [self._nodes[j] for j in after]
+                self._nodes.append(program.add_node(graph, deps, args))
+            self._exec = check(
+                ErrorStatus.KERNEL_LAUNCH, "cuGraphInstantiate", driver.cuGraphInstantiate(graph, 0)
+            )
+        finally:
+            driver.cuGraphDestroy(graph)
+        self._rebound.clear()
+        self._collect_accesses()
+
+    def _rebind(self) -> None:
+        """Apply ``set_arg``s to the instantiated graph, or rebuild it if edges changed."""
+        if dependencies(self.launches) != self._edges:
+            self._discard()
+            self._build()
+            return
+        for i in sorted(self._rebound):
+            program, args = self.launches[i]
+            assert isinstance(program, CudaProgram)
+            program.set_node(self._exec, self._nodes[i], args)
+        self._rebound.clear()
+        self._collect_accesses()
+
+    def _collect_accesses(self) -> None:
+        """The whole graph's buffers, in first-use order, and its read and write sets."""
+        order: dict[Buffer, None] = {}
+        written: dict[Buffer, None] = {}
+        for program, args in self.launches:
+            assert isinstance(program, CudaProgram)
+            buffers, _, writes = program.accesses(args)
+            order.update(dict.fromkeys(buffers))
+            written.update(dict.fromkeys(writes))
+        self._buffers = tuple(order)
+        self._writes = tuple(written)
+        self._reads = tuple(b for b in order if b not in written)
+
+    def _discard(self) -> None:
+        """Drop the instantiated graph; in-flight replays finish (the driver frees it then)."""
+        if self._exec is not None:
+            self.device.context.activate()
+            driver.cuGraphExecDestroy(self._exec)
+            self._exec = None

@@ -1,0 +1,175 @@
+"""Device memory of one GPU: ``cuMemAlloc`` buffers, scheduled on the device's streams.
+
+``Buffer.handle`` is the device address (an int). Every copy is a command on the device's
+streams like a kernel, so hazards between copies and launches become stream waits.
+
+Accounting: ``free_bytes`` is the ``cuMemGetInfo`` free memory at open minus the bytes
+this pool holds (requested sizes, not the driver's rounded-up pages); other processes'
+allocations after open are not seen. A released buffer still counts until it is actually
+freed.
+
+Freeing: ``release`` never blocks. The buffer's last uses on each stream (the tracker's
+``last_uses``) get an event, and ``cuMemFree`` runs once they all completed, at a later
+allocation, read or synchronize. Out of memory first waits for those deferred frees, then
+retries once; if it still fails it raises MemoryAllocation and the pool stays usable.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from cuda.bindings import driver
+
+from zyx.backend import Buffer, MemoryPool, byte_view
+from zyx.errors import ErrorStatus
+from zyx.host.pool import HostPool
+from zyx_cuda.context import Context
+from zyx_cuda.errors import CudaError, check, is_out_of_memory
+from zyx_cuda.staging import Staging
+from zyx_cuda.streams import Streams
+
+_log = logging.getLogger("zyx.mem")
+
+
+class CudaPool(MemoryPool):
+    """The memory of one CUDA device."""
+
+    def __init__(self, name: str, context: Context, streams: Streams) -> None:
+        self.name = name
+        self.context = context
+        self.streams = streams
+        self.staging = Staging(context)
+        context.activate()
+        free, _ = check(ErrorStatus.DEVICE_QUERY, "cuMemGetInfo", driver.cuMemGetInfo())
+        self._capacity = int(free)
+        self._held = 0
+        self._owners: dict[Buffer, Callable[[], None]] = {}
+
+    def free_bytes(self) -> int:
+        self.context.activate()
+        self.streams.collect()
+        return self._capacity - self._held
+
+    # ---- allocation ---------------------------------------------------------------------
+
+    def _allocate(self, nbytes: int) -> Buffer:
+        self.context.activate()
+        self.streams.collect()
+        try:
+            ptr = _mem_alloc(nbytes)
+        except CudaError as error:
+            if not is_out_of_memory(error):
+                raise
+            _log.debug(
+                "%s: out of memory for %d bytes; waiting for deferred frees", self.name, nbytes
+            )
+            self.streams.synchronize()
+            try:
+                ptr = _mem_alloc(nbytes)
+            except CudaError as again:
+                raise CudaError(
+                    ErrorStatus.MEMORY_ALLOCATION,
+                    f"{self.name}: {again.context}; {nbytes} bytes asked, "
+                    f"{self._capacity - self._held} free by account",
+                    again.result,
+                ) from again
+        self._held += nbytes
+        _log.debug("%s: allocated %d bytes at %#x", self.name, nbytes, ptr)
+        return Buffer(self, nbytes, ptr)
+
+    def adopt(self, ptr: int, nbytes: int, owner: Callable[[], None]) -> Buffer:
+        """A buffer over memory this pool does not own (an imported tensor's). When it is
+        freed, ``owner()`` is called instead of ``cuMemFree``, after the work using it."""
+        buf = Buffer(self, nbytes, ptr)
+        self._owners[buf] = owner
+        return buf
+
+    def _free(self, buf: Buffer) -> None:
+        self.context.activate()
+        self.streams.after(self.streams.tracker.forget(buf), lambda: self._dispose(buf))
+
+    def _dispose(self, buf: Buffer) -> None:
+        owner = self._owners.pop(buf, None)
+        if owner is not None:
+            owner()
+        else:
+            check(ErrorStatus.MEMORY_DEALLOCATION, "cuMemFree", driver.cuMemFree(buf.handle))
+            self._held -= buf.nbytes
+            _log.debug("%s: freed %d bytes at %#x", self.name, buf.nbytes, buf.handle)
+        buf.handle = None
+
+    # ---- copies -------------------------------------------------------------------------
+
+    def _write(self, buf: Buffer, view: memoryview, offset: int) -> None:
+        self.context.activate()
+        streams, target = self.streams, (buf,)
+        queue = streams.select(target, (), target)
+        self.staging.upload(buf.handle + offset, view, streams.handles[queue])
+        streams.commit(queue, (), target)
+
+    def _read(self, buf: Buffer, view: memoryview, offset: int) -> None:
+        self.context.activate()
+        streams, source = self.streams, (buf,)
+        queue = streams.select(source, source, ())
+        streams.commit(queue, source, ())
+        self.staging.download(view, buf.handle + offset, streams.handles[queue])
+        streams.done(queue)
+        streams.collect()
+
+    def _copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
+        if isinstance(src_pool, HostPool):
+            self._write(dst_buf, byte_view(HostPool.array(src_buf)), 0)
+        elif src_pool is self:
+            self._copy_device(src_buf, dst_buf)
+        elif isinstance(src_pool, CudaPool):
+            self._copy_peer(src_pool, src_buf, dst_buf)
+        else:
+            super()._copy_from(src_pool, src_buf, dst_buf)
+
+    def _copy_device(self, src: Buffer, dst: Buffer) -> None:
+        self.context.activate()
+        streams = self.streams
+        queue = streams.select((src, dst), (src,), (dst,))
+        check(
+            ErrorStatus.MEMORY_COPY_P2P,
+            "cuMemcpyDtoDAsync",
+            driver.cuMemcpyDtoDAsync(dst.handle, src.handle, src.nbytes, streams.handles[queue]),
+        )
+        streams.commit(queue, (src,), (dst,))
+
+    def _copy_peer(self, src_pool: CudaPool, src: Buffer, dst: Buffer) -> None:
+        """Copy from another GPU on one of this device's streams. The driver uses the direct
+        link where ``cuDeviceCanAccessPeer`` allows, else stages through the host."""
+        self.context.activate()
+        streams = self.streams
+        queue = streams.select((dst,), (), (dst,))
+        stream = streams.handles[queue]
+        src_pool.context.activate()
+        src_pool.streams.order_before(stream, src_pool.streams.tracker.last_uses(src))
+        self.context.activate()
+        check(
+            ErrorStatus.MEMORY_COPY_P2P,
+            "cuMemcpyPeerAsync",
+            driver.cuMemcpyPeerAsync(
+                dst.handle,
+                self.context.handle,
+                src.handle,
+                src_pool.context.handle,
+                src.nbytes,
+                stream,
+            ),
+        )
+        streams.commit(queue, (), (dst,))
+        # The source device must not overwrite or free ``src`` before the copy has read it.
+        src_pool.context.activate()
+        src_pool.streams.order_after(stream, reads=(src,))
+        self.context.activate()
+
+    def synchronize(self) -> None:
+        self.context.activate()
+        self.streams.synchronize()
+
+
+def _mem_alloc(nbytes: int) -> int:
+    return int(check(ErrorStatus.MEMORY_ALLOCATION, "cuMemAlloc", driver.cuMemAlloc(nbytes)))
