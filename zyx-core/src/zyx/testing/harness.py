@@ -8,26 +8,37 @@ every buffer param, in order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 
-from zyx.backend import Buffer, Device, Program, Scalar
+from zyx.backend import Buffer, Device, MemoryPool, Program, Scalar
 from zyx.dtypes import DType
 from zyx.ir import Kernel
 from zyx.ir.interpreter import interpret
 from zyx.testing.kernels import LOCAL, Elementwise, elementwise
 from zyx.testing.numerics import Array, assert_close, assert_poison, poisoned
 
-Args = Sequence["Array | Scalar"]
+HostArg: TypeAlias = "Array | Scalar"
+"""One launch argument on the host side: an array for a buffer param, else a scalar."""
+Args: TypeAlias = Sequence[HostArg]
 
 
 def run(device: Device, kernel: Kernel, args: Args) -> list[Array]:
     """Compile ``kernel`` on ``device``, :func:`launch` it once, and release the program."""
+    with compiled(device, kernel) as program:
+        return launch(device, program, args)
+
+
+@contextmanager
+def compiled(device: Device, kernel: Kernel) -> Iterator[Program]:
+    """``kernel`` compiled on ``device``, released on leaving the block."""
     program = device.compile(kernel)
     try:
-        return launch(device, program, args)
+        yield program
     finally:
         device.release(program)
 
@@ -75,6 +86,34 @@ def _widen(array: Array) -> Array:
     return array.astype(np.float64) if DType.from_numpy(array.dtype).is_float else array.copy()
 
 
+class Buffers:
+    """Buffers of one pool made from arrays; all released on leaving the ``with`` block."""
+
+    def __init__(self, pool: MemoryPool) -> None:
+        self.pool = pool
+        self.held: list[Buffer] = []
+
+    def __enter__(self) -> Buffers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for buf in self.held:
+            self.pool.release(buf)
+
+    def put(self, array: Array) -> Buffer:
+        """A new buffer holding a copy of ``array``."""
+        buf = self.pool.allocate(array.nbytes)
+        self.held.append(buf)
+        self.pool.write(buf, array)
+        return buf
+
+    def get(self, buf: Buffer, dtype: DType) -> Array:
+        """The content of ``buf`` as an array of ``dtype``."""
+        out = np.empty(buf.nbytes // dtype.itemsize, dtype.numpy)
+        self.pool.read(buf, out)
+        return out
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One elementwise part's result on the device, beside the reference's."""
@@ -106,7 +145,7 @@ def run_elementwise(
     reference. Outputs have ``local`` poisoned elements past ``n``. Keyed by part name."""
     kernel = elementwise(name, parts, local)
     inputs = [part.sample(rng, n) for part in parts]
-    args: list[Array | Scalar] = []
+    args: list[HostArg] = []
     for part, xs in zip(parts, inputs):
         args += [*xs, poisoned(part.output, n + local)]
     args.append(n)

@@ -137,5 +137,11 @@ def assert_poison(values: Array, dtype: DType, what: str = "tail") -> None:
         )
 
 
+def assert_prefix(out: Array, ref: Array, dtype: DType, n: int, what: str = "result") -> None:
+    """``out[:n]`` matches ``ref[:n]`` and every element of ``out`` past ``n`` is poison."""
+    assert_close(out[:n], ref[:n], dtype, what)
+    assert_poison(out[n:], dtype, f"{what} past element {n}")
+
+
 def _first(mask: npt.NDArray[np.bool_]) -> int:
     return int(np.flatnonzero(mask)[0])

@@ -1,0 +1,202 @@
+"""The device contract: compile and launch kernels that use every kind of range, local
+memory and barriers, loops and conditionals; timed launches; programs released and
+compiled again; recordings; chains of dependent launches."""
+
+from __future__ import annotations
+
+from math import ceil
+
+import numpy as np
+import pytest
+
+from zyx.backend import Device, MemoryPool
+from zyx.dtypes import DType, DTypeCapability
+from zyx.ir import BOp
+from zyx.ir.examples import matmul
+from zyx.testing.conftest import Require
+from zyx.testing.harness import Buffers, HostArg, compiled, launch, reference, run
+from zyx.testing.kernels import axpb, binary, elementwise, grid3d, group_sum, positive_prefix_sums
+from zyx.testing.numerics import assert_close, assert_prefix, poisoned, random
+
+pytestmark = pytest.mark.zyx_area("device")
+
+ARITHMETIC = DTypeCapability.ARITHMETIC
+
+
+def test_info_describes_a_device(device: Device) -> None:
+    info = device.info
+    assert isinstance(info.name, str) and info.name
+    assert info.max_local_threads >= 1 and info.warp_size >= 1
+    assert all(d >= 1 for d in (*info.max_global_work_dims, *info.max_local_work_dims))
+    assert info.local_mem_size >= 0 and info.global_mem_size > 0
+    assert isinstance(device.pool, MemoryPool)
+
+
+def test_group_count_follows_a_variable(device: Device, local: int) -> None:
+    """``ceil(n / local)`` groups for each ``n``: every element below ``n`` is written,
+    none past it."""
+    kernel = axpb(DType.F32, local)
+    rng = np.random.default_rng(1)
+    with compiled(device, kernel) as program:
+        for n in (1, local - 1, local, local + 1, 5 * local + 3, 4099):
+            args: list[HostArg] = [
+                random(rng, DType.F32, n),
+                poisoned(DType.F32, n + local),
+                1.5,
+                -0.25,
+                n,
+            ]
+            got, want = launch(device, program, args), reference(kernel, args)
+            assert_prefix(got[1], want[1], DType.F32, n, f"n={n}")
+
+
+@pytest.mark.parametrize("dtype", [DType.F32, DType.I32])
+def test_work_group_tree_reduction(
+    device: Device, local: int, require: Require, rng: np.random.Generator, dtype: DType
+) -> None:
+    """Local memory and a barrier per level; the last group is partial."""
+    require(dtype, ARITHMETIC)
+    kernel = group_sum(dtype, local)
+    with compiled(device, kernel) as program:
+        for n in (3 * local + 7, 1000):
+            groups = ceil(n / local)
+            x = random(rng, dtype, n, -1000, 1000)
+            args: list[HostArg] = [x, poisoned(dtype, groups + 1), n]
+            got, want = launch(device, program, args), reference(kernel, args)
+            assert_prefix(got[1], want[1], dtype, groups, f"group sums, n={n}")
+
+
+def test_tiled_matmul(device: Device, rng: np.random.Generator) -> None:
+    """2-D groups of 2-D work-items, tiles in local memory, barriers inside a loop; no size
+    is a multiple of the tile."""
+    example = matmul(37, 45, 29, tile=8)
+    args = example.arguments(rng)
+    got = run(device, example.kernel, args)
+    assert_close(got[2], reference(example.kernel, args)[2], DType.F32, "c = a @ b")
+
+
+@pytest.mark.parametrize("dtype", [DType.F32, DType.I32])
+def test_loop_and_if_with_register_accumulator(
+    device: Device, local: int, require: Require, rng: np.random.Generator, dtype: DType
+) -> None:
+    """A Define accumulator, a loop whose trip count differs per work-item, an If in it."""
+    require(dtype, ARITHMETIC)
+    rows, cols = 300, 37
+    kernel = positive_prefix_sums(dtype, local)
+    args: list[HostArg] = [
+        random(rng, dtype, rows * cols, -100, 100),
+        poisoned(dtype, rows + 5),
+        rows,
+        cols,
+    ]
+    got = run(device, kernel, args)
+    assert_prefix(got[1], reference(kernel, args)[1], dtype, rows, "row sums")
+
+
+def test_three_axis_groups(device: Device, rng: np.random.Generator) -> None:
+    shape, local = (5, 10, 13), (4, 2, 2)
+    kernel = grid3d(shape, local)
+    size = shape[0] * shape[1] * shape[2]
+    args = [random(rng, DType.I32, size, -1000, 1000), poisoned(DType.I32, size)]
+    got = run(device, kernel, args)
+    assert_close(got[1], reference(kernel, args)[1], DType.I32, "grid")
+
+
+def test_launch_timed_drains_then_times(
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator
+) -> None:
+    """``launch_timed`` returns positive nanoseconds, after earlier launches it depends on."""
+    n = 5000
+    x = random(rng, DType.F32, n)
+    kernel = axpb(DType.F32, local)
+    with compiled(device, kernel) as program, Buffers(pool) as bufs:
+        bx, by, bz = bufs.put(x), bufs.put(poisoned(DType.F32, n)), bufs.put(poisoned(DType.F32, n))
+        device.launch(program, [bx, by, 2.0, 1.0, n])
+        ns = device.launch_timed(program, [by, bz, -0.5, 3.0, n])
+        assert isinstance(ns, int) and ns > 0, f"launch_timed returned {ns!r}"
+        y = reference(kernel, [x, poisoned(DType.F32, n), 2.0, 1.0, n])[1]
+        z = reference(kernel, [y.astype(np.float32), poisoned(DType.F32, n), -0.5, 3.0, n])[1]
+        assert_close(bufs.get(bz, DType.F32), z, DType.F32, "timed launch after a launch")
+
+
+def test_release_then_compile_again(device: Device, local: int, rng: np.random.Generator) -> None:
+    kernel = axpb(DType.F32, local)
+    n = 1000
+    args: list[HostArg] = [random(rng, DType.F32, n), poisoned(DType.F32, n), 0.75, 2.0, n]
+    want = reference(kernel, args)[1]
+    for attempt in ("first", "second"):
+        program = device.compile(kernel)
+        got = launch(device, program, args)
+        device.release(program)
+        assert_close(got[1], want, DType.F32, f"{attempt} compile")
+
+
+def test_recording_replays_with_rebound_arguments(
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator
+) -> None:
+    """Replays read the buffers' current contents; ``set_arg`` rebinds a buffer and a
+    scalar; every replay gives the right result."""
+    n = 3000
+    add, scale = elementwise("add_f32", [binary(BOp.ADD, DType.F32)], local), axpb(DType.F32, local)
+    a, b, b2, a2 = (random(rng, DType.F32, n) for _ in range(4))
+    with compiled(device, add) as p_add, compiled(device, scale) as p_scale, Buffers(pool) as bufs:
+        ba, bb, bb2 = bufs.put(a), bufs.put(b), bufs.put(b2)
+        bc, bd = bufs.put(poisoned(DType.F32, n)), bufs.put(poisoned(DType.F32, n))
+        recording = device.record()
+        recording.launch(p_add, [ba, bb, bc, n])
+        recording.launch(p_scale, [bc, bd, 2.0, 0.5, n])
+        for step, (x, y, alpha) in enumerate([(a, b, 2.0), (a2, b, 2.0), (a2, b2, -1.5)]):
+            if step == 1:
+                pool.write(ba, a2)
+            if step == 2:
+                recording.set_arg(0, 1, bb2)
+                recording.set_arg(1, 2, -1.5)
+            recording.replay()
+            c = reference(add, [x, y, poisoned(DType.F32, n), n])[2].astype(np.float32)
+            d = reference(scale, [c, poisoned(DType.F32, n), alpha, 0.5, n])[1]
+            assert_close(bufs.get(bd, DType.F32), d, DType.F32, f"replay {step + 1}")
+
+
+def test_dependent_launches_in_sequence(
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator
+) -> None:
+    """Forty launches over five buffers, each reading what earlier ones wrote and
+    overwriting what earlier ones read: every hazard a multi-queue scheduler must order."""
+    n = 4099
+    add = elementwise("add_u32", [binary(BOp.ADD, DType.U32)], local)
+    scale = axpb(DType.U32, local)
+    values = [random(rng, DType.U32, n) for _ in range(5)]
+    with compiled(device, add) as p_add, compiled(device, scale) as p_scale, Buffers(pool) as bufs:
+        buffers = [bufs.put(v) for v in values]
+        for step in range(40):
+            a, b, out = step % 5, (step + 1) % 5, (step + 2) % 5
+            if step % 2:
+                device.launch(p_add, [buffers[a], buffers[b], buffers[out], n])
+                values[out] = reference(add, [values[a], values[b], values[out], n])[2]
+            else:
+                alpha = step + 3
+                device.launch(p_scale, [buffers[a], buffers[out], alpha, 7, n])
+                values[out] = reference(scale, [values[a], values[out], alpha, 7, n])[1]
+        device.synchronize()
+        for i, (buf, want) in enumerate(zip(buffers, values)):
+            assert_close(bufs.get(buf, DType.U32), want, DType.U32, f"buffer {i}")
+
+
+def test_buffers_released_during_a_launch_stay_alive(
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator
+) -> None:
+    """A buffer released right after a launch that reads it is freed only once the launch
+    is done: new buffers written at once cannot change the result."""
+    n = 1 << 18
+    x = random(rng, DType.F32, n)
+    kernel = axpb(DType.F32, local)
+    with compiled(device, kernel) as program, Buffers(pool) as bufs:
+        by = bufs.put(poisoned(DType.F32, n))
+        bx = pool.allocate(x.nbytes)
+        pool.write(bx, x)
+        device.launch(program, [bx, by, 3.0, -1.0, n])
+        pool.release(bx)
+        bufs.put(np.full(n, 1e30, np.float32))  # may reuse the released memory
+        device.synchronize()
+        want = reference(kernel, [x, poisoned(DType.F32, n), 3.0, -1.0, n])[1]
+        assert_close(bufs.get(by, DType.F32), want, DType.F32, "result")

@@ -1,0 +1,310 @@
+"""Every bad argument is an error with the right status, raised before anything happens:
+no buffer, no byte and no pool is left changed. Out of memory leaves the pool usable;
+kernels over the device's limits are refused at compile, naming the limit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+
+from zyx.backend import Arg, Buffer, Device, MemoryPool, Program
+from zyx.dtypes import DType
+from zyx.errors import BackendError, ErrorStatus, IRError
+from zyx.host.pool import HostPool
+from zyx.ir import Kernel
+from zyx.testing.conftest import Allocations
+from zyx.testing.harness import Buffers
+from zyx.testing.kernels import axpb, local_memory, local_threads
+from zyx.testing.numerics import assert_close, poisoned, random
+
+pytestmark = pytest.mark.zyx_area("errors")
+
+NBYTES = 4099
+
+STATUS = {
+    "read": ErrorStatus.MEMORY_COPY_P2H,
+    "write": ErrorStatus.MEMORY_COPY_H2P,
+    "retain": ErrorStatus.MEMORY_DEALLOCATION,
+    "release": ErrorStatus.MEMORY_DEALLOCATION,
+    "copy from it": ErrorStatus.MEMORY_COPY_P2P,
+    "copy into it": ErrorStatus.MEMORY_COPY_P2P,
+}
+"""Each way of using a buffer, and the status its refusal carries."""
+
+
+def use(operation: str, pool: MemoryPool, buf: Buffer, other: Buffer) -> None:
+    """Use ``buf`` through ``pool`` by ``operation``; ``other`` is a live buffer of ``pool``
+    of the same size."""
+    if operation == "read":
+        pool.read(buf, np.empty(buf.nbytes, np.uint8))
+    elif operation == "write":
+        pool.write(buf, np.zeros(buf.nbytes, np.uint8))
+    elif operation == "retain":
+        pool.retain(buf)
+    elif operation == "release":
+        pool.release(buf)
+    elif operation == "copy from it":
+        pool.copy_from(pool, buf, other)
+    else:
+        pool.copy_from(pool, other, buf)
+
+
+@contextmanager
+def raises(status: ErrorStatus) -> Iterator[None]:
+    """Expect a ``BackendError`` with ``status``."""
+    with pytest.raises(BackendError) as caught:
+        yield
+    assert caught.value.status is status, f"expected {status.value}, got {caught.value}"
+
+
+def content(pool: MemoryPool, buf: Buffer) -> np.ndarray:
+    out = np.empty(buf.nbytes, np.uint8)
+    pool.read(buf, out)
+    return out
+
+
+@pytest.fixture
+def filled(alloc: Allocations, pool: MemoryPool) -> tuple[Buffer, np.ndarray]:
+    """A buffer of ``NBYTES`` random bytes, and the bytes."""
+    data = np.random.default_rng(3).integers(0, 256, NBYTES, dtype=np.uint8)
+    buf = alloc(NBYTES)
+    pool.write(buf, data)
+    return buf, data
+
+
+# ---- pools ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("nbytes", [0, -1, -(1 << 40), 1.5, "8", None], ids=repr)
+def test_bad_sizes_are_refused(alloc: Allocations, pool: MemoryPool, nbytes: object) -> None:
+    with raises(ErrorStatus.MEMORY_ALLOCATION):
+        alloc(nbytes)  # type: ignore[arg-type]
+    assert alloc(16).refcount == 1
+
+
+def test_out_of_memory_leaves_the_pool_usable(
+    alloc: Allocations, pool: MemoryPool, filled: tuple[Buffer, np.ndarray]
+) -> None:
+    buf, data = filled
+    free = pool.free_bytes()
+    with raises(ErrorStatus.MEMORY_ALLOCATION):
+        alloc(4 * free + (1 << 40))
+    if pool.exact_free_bytes:
+        assert pool.free_bytes() == free
+    np.testing.assert_array_equal(content(pool, buf), data)
+    fresh = alloc(NBYTES)
+    pool.write(fresh, data)
+    np.testing.assert_array_equal(content(pool, fresh), data)
+
+
+BAD_RANGES = [(-1, 4), (NBYTES, 1), (NBYTES - 3, 4), (0, NBYTES + 1), (1 << 62, 1), (2.0, 4)]
+"""(offset, size) pairs that do not fit in a buffer of NBYTES."""
+
+
+@pytest.mark.parametrize("offset, size", BAD_RANGES, ids=repr)
+def test_write_out_of_range_is_refused(
+    pool: MemoryPool, filled: tuple[Buffer, np.ndarray], offset: int, size: int
+) -> None:
+    buf, data = filled
+    with raises(ErrorStatus.MEMORY_COPY_H2P):
+        pool.write(buf, np.full(size, 0x5A, np.uint8), offset)
+    np.testing.assert_array_equal(content(pool, buf), data)
+
+
+@pytest.mark.parametrize("offset, size", BAD_RANGES, ids=repr)
+def test_read_out_of_range_is_refused(
+    pool: MemoryPool, filled: tuple[Buffer, np.ndarray], offset: int, size: int
+) -> None:
+    buf, _ = filled
+    out = np.full(size, 0x5A, np.uint8)
+    with raises(ErrorStatus.MEMORY_COPY_P2H):
+        pool.read(buf, out, offset)
+    assert np.all(out == 0x5A), "a refused read wrote to its output"
+
+
+@pytest.mark.parametrize("size", [NBYTES - 1, NBYTES + 1])
+def test_copy_between_sizes_is_refused(
+    alloc: Allocations, pool: MemoryPool, filled: tuple[Buffer, np.ndarray], size: int
+) -> None:
+    buf, data = filled
+    other = alloc(size)
+    pool.write(other, np.full(size, 0x5A, np.uint8))
+    with raises(ErrorStatus.MEMORY_COPY_P2P):
+        pool.copy_from(pool, other, buf)
+    with raises(ErrorStatus.MEMORY_COPY_P2P):
+        pool.copy_from(pool, buf, other)
+    np.testing.assert_array_equal(content(pool, buf), data)
+    assert np.all(content(pool, other) == 0x5A)
+
+
+@pytest.mark.parametrize("kind", ["read-only array", "bytes"])
+def test_read_into_read_only_memory_is_refused(
+    pool: MemoryPool, filled: tuple[Buffer, np.ndarray], kind: str
+) -> None:
+    buf, _ = filled
+    out: object
+    if kind == "bytes":
+        out = bytes(NBYTES)
+    else:
+        out = np.zeros(NBYTES, np.uint8)
+        out.flags.writeable = False
+    with raises(ErrorStatus.MEMORY_COPY_P2H):
+        pool.read(buf, out)
+
+
+@pytest.mark.parametrize("operation", list(STATUS))
+def test_buffer_of_another_pool_is_refused(
+    alloc: Allocations, pool: MemoryPool, host_pool: HostPool, operation: str
+) -> None:
+    foreign = host_pool.allocate(NBYTES)
+    try:
+        host_pool.write(foreign, np.full(NBYTES, 0x5A, np.uint8))
+        with raises(STATUS[operation]):
+            use(operation, pool, foreign, alloc(NBYTES))
+        assert foreign.refcount == 1
+        assert np.all(content(host_pool, foreign) == 0x5A)
+    finally:
+        host_pool.release(foreign)
+
+
+@pytest.mark.parametrize("operation", list(STATUS))
+def test_released_buffer_is_refused(alloc: Allocations, pool: MemoryPool, operation: str) -> None:
+    """Use after the last release, and a release past zero, are errors."""
+    dead = alloc(NBYTES)
+    pool.release(dead)
+    with raises(STATUS[operation]):
+        use(operation, pool, dead, alloc(NBYTES))
+    assert dead.refcount == 0
+
+
+# ---- launches ------------------------------------------------------------------------------
+
+N = 1000
+
+
+@pytest.fixture(scope="module")
+def program(zyx_device: Device, local: int) -> Iterator[Program]:
+    """``axpb`` in f32: params ``x`` (buffer), ``y`` (buffer), ``alpha``, ``beta`` (f32
+    scalars), ``n`` (i64 scalar)."""
+    program = zyx_device.compile(axpb(DType.F32, local))
+    yield program
+    zyx_device.release(program)
+
+
+BAD_ARGS = [
+    "too few", "too many", "buffer for a scalar", "scalar for a buffer", "float for an int",
+    "buffer of another pool", "released buffer",
+]  # fmt: skip
+
+
+def bad_args(case: str, good: list[Arg], pool: MemoryPool, foreign: Buffer) -> list[Arg]:
+    """``good`` spoiled as ``case`` says."""
+    args = list(good)
+    if case == "too few":
+        return args[:-1]
+    if case == "too many":
+        return [*args, 1]
+    if case == "buffer for a scalar":
+        args[2] = args[0]
+    elif case == "scalar for a buffer":
+        args[0] = 1.0
+    elif case == "float for an int":
+        args[4] = float(N)
+    elif case == "buffer of another pool":
+        args[0] = foreign
+    else:
+        dead = pool.allocate(N * 4)
+        pool.release(dead)
+        args[0] = dead
+    return args
+
+
+@pytest.mark.parametrize(
+    "via, case",
+    [
+        (via, case)
+        for via in ("launch", "launch_timed", "record", "set_arg")
+        for case in BAD_ARGS
+        if via != "set_arg" or case not in ("too few", "too many")  # set_arg keeps the count
+    ],
+)
+def test_bad_launch_arguments_are_refused(
+    device: Device, pool: MemoryPool, program: Program, host_pool: HostPool, case: str, via: str
+) -> None:
+    """Refused with IncorrectKernelArg, and nothing runs: the output keeps its poison."""
+    foreign = host_pool.allocate(N * 4)
+    try:
+        with Buffers(pool) as bufs:
+            x = random(np.random.default_rng(5), DType.F32, N)
+            bx, by = bufs.put(x), bufs.put(poisoned(DType.F32, N))
+            good: list[Arg] = [bx, by, 2.0, 1.0, N]
+            args = bad_args(case, good, pool, foreign)
+            with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+                submit(device, program, good, args, via)
+            device.synchronize()
+            assert np.all(np.isnan(bufs.get(by, DType.F32))), "the refused launch ran"
+    finally:
+        host_pool.release(foreign)
+
+
+def submit(device: Device, program: Program, good: list[Arg], args: list[Arg], via: str) -> None:
+    """Launch ``program`` with ``args`` ``via`` one of the entry points that take arguments;
+    ``set_arg`` rebinds the arguments that differ in a recording made with ``good``."""
+    if via == "launch":
+        device.launch(program, args)
+    elif via == "launch_timed":
+        device.launch_timed(program, args)
+    elif via == "record":
+        device.record().launch(program, args)
+    else:
+        recording = device.record()
+        recording.launch(program, good)
+        for position, (old, new) in enumerate(zip(good, args)):
+            if new is not old:
+                recording.set_arg(0, position, new)
+        recording.replay()
+
+
+def test_refused_set_arg_keeps_the_recording(
+    device: Device, pool: MemoryPool, program: Program
+) -> None:
+    """After a refused ``set_arg`` the recording replays with the arguments it had."""
+    x = random(np.random.default_rng(6), DType.F32, N)
+    with Buffers(pool) as bufs:
+        bx, by = bufs.put(x), bufs.put(poisoned(DType.F32, N))
+        recording = device.record()
+        recording.launch(program, [bx, by, 2.0, 1.0, N])
+        with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+            recording.set_arg(0, 2, bx)
+        recording.replay()
+        assert_close(bufs.get(by, DType.F32), x.astype(np.float64) * 2 + 1, DType.F32)
+
+
+# ---- device limits -------------------------------------------------------------------------
+
+
+def refused_at_compile(device: Device, kernel: Kernel, limit: int) -> None:
+    """``compile`` refuses ``kernel`` with IRError or KernelCompilation naming ``limit``."""
+    with pytest.raises((IRError, BackendError)) as caught:
+        program = device.compile(kernel)
+        device.release(program)
+    error = caught.value
+    if isinstance(error, BackendError):
+        assert error.status is ErrorStatus.KERNEL_COMPILATION, error
+    assert str(limit) in str(error), f"the error does not name the limit {limit}: {error}"
+
+
+def test_local_size_over_the_limit_is_refused(device: Device) -> None:
+    limit = device.info.max_local_threads
+    # Two axes, each within its own limit; sizes chosen so that neither they nor their
+    # product spell the limit, which the message must.
+    x = min(device.info.max_local_work_dims[0], limit // 2 + 1)
+    refused_at_compile(device, local_threads((x, limit // x + 1)), limit)
+
+
+def test_local_memory_over_the_limit_is_refused(device: Device) -> None:
+    limit = device.info.local_mem_size
+    refused_at_compile(device, local_memory(limit + 4), limit)
