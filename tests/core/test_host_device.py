@@ -1,0 +1,258 @@
+"""The host device: compiled C matches the interpreter; compile errors, the disk cache, the
+interpreter fallback, barriers, half precision and launch arguments."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zyx.host.device as host_device
+from zyx.codegen.c import Source
+from zyx.dtypes import DType
+from zyx.errors import BackendError, ErrorStatus
+from zyx.host.compiler import HostCompiler, Toolchain, toolchain
+from zyx.host.device import HostDevice
+from zyx.host.pool import HostPool
+from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage, ceil_div
+from zyx.ir.examples import examples, saxpy
+from zyx.ir.interpreter import interpret
+from zyx.testing.harness import reference, run
+from zyx.testing.numerics import assert_close, poisoned, random
+
+needs_cc = pytest.mark.skipif(toolchain() is None, reason="no working C compiler")
+
+
+@pytest.fixture(autouse=True)
+def private_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Each test compiles into an empty cache of its own."""
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "host"
+
+
+@pytest.fixture
+def device() -> HostDevice:
+    return HostDevice(HostPool())
+
+
+@pytest.fixture
+def interpreted(monkeypatch: pytest.MonkeyPatch) -> Iterator[HostDevice]:
+    """A host device opened with ``ZYX_HOST_COMPILER=none``."""
+    monkeypatch.setenv("ZYX_HOST_COMPILER", "none")
+    toolchain.cache_clear()
+    try:
+        yield HostDevice(HostPool())
+    finally:
+        toolchain.cache_clear()
+
+
+def check_against_reference(device: HostDevice, kernel: Kernel, args: list[Any]) -> None:
+    got, want = run(device, kernel, args), reference(kernel, args)
+    buffers = [p for p in kernel.params if p.kind is not ParamKind.VARIABLE]
+    for param, out, ref in zip(buffers, got, want):
+        assert_close(out, ref, param.dtype, what=f"{kernel.name} {param}")
+
+
+@needs_cc
+@pytest.mark.parametrize("example", examples(), ids=lambda e: e.name)
+def test_sample_kernels_match_the_reference(device: HostDevice, example: Any) -> None:
+    assert not device.interpreted
+    check_against_reference(device, example.kernel, example.arguments(np.random.default_rng(1)))
+
+
+@pytest.mark.parametrize("example", examples(), ids=lambda e: e.name)
+def test_without_a_compiler_kernels_are_interpreted(interpreted: HostDevice, example: Any) -> None:
+    assert interpreted.interpreted
+    assert "numpy interpreter" in interpreted.info.name
+    args = example.arguments(np.random.default_rng(2))
+    check_against_reference(interpreted, example.kernel, args)
+
+
+@needs_cc
+def test_a_compile_error_carries_the_compilers_log(private_cache: Path) -> None:
+    found = toolchain()
+    assert found is not None
+    broken = Source("broken", "void broken(void* const* args, int nthreads) { oops }\n", "host-c")
+    with pytest.raises(BackendError) as caught:
+        HostCompiler(found).compile(broken)
+    assert caught.value.status is ErrorStatus.KERNEL_COMPILATION
+    assert "oops" in caught.value.log and "error" in caught.value.log
+    assert "--- compiler log ---" in str(caught.value)
+
+
+@needs_cc
+def test_the_second_compile_is_a_cache_hit(
+    device: HostDevice, private_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernel = saxpy(1000).kernel
+    device.compile(kernel)
+    assert len(list(private_cache.iterdir())) == 1
+
+    def no_compiler(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError(f"the compiler ran again: {args}")
+
+    monkeypatch.setattr(subprocess, "run", no_compiler)
+    program = HostDevice(HostPool()).compile(kernel)  # a new device: no in-memory state
+    assert program.name == "saxpy"
+    assert len(list(private_cache.iterdir())) == 1
+
+
+@needs_cc
+def test_an_unwritable_cache_still_compiles(
+    device: HostDevice, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(blocker))
+    example = saxpy(100)
+    check_against_reference(device, example.kernel, example.arguments(np.random.default_rng(3)))
+
+
+def barrier_kernel(groups: int, local: int) -> Kernel:
+    """Values and registers that live across barriers, and a barrier inside a loop:
+    ``out[i] = 2 * x[i] + x[mirror(i)] + sum over k < 3 of x[(i + k) % local in group]``."""
+    kb = KernelBuilder("phases")
+    x = kb.param(DType.F32)
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    g, item = kb.group(0, groups), kb.local(0, local)
+    shared = kb.define(DType.F32, local, Storage.LOCAL)
+    acc = kb.define(DType.F32)
+    i = g * local + item
+    mine = x[i]  # a per-item value used after the barriers: spilled
+    acc[0] = mine * 2.0  # a register used after the barriers: spilled
+    shared[item] = mine
+    kb.barrier()
+    acc[0] = acc[0] + shared[local - 1 - item]
+    with kb.loop(3) as k:
+        kb.barrier()
+        shared[item] = x[g * local + (item + k) % local]
+        kb.barrier()
+        acc[0] = acc[0] + shared[item]
+    out[i] = acc[0] + mine - mine
+    return kb.build()
+
+
+@needs_cc
+@pytest.mark.parametrize("local", [1, 7, 64])
+def test_barriers_split_the_group_into_phases(device: HostDevice, local: int) -> None:
+    kernel = barrier_kernel(5, local)
+    rng = np.random.default_rng(4)
+    args = [random(rng, DType.F32, 5 * local), poisoned(DType.F32, 5 * local)]
+    check_against_reference(device, kernel, args)
+    x = args[0].astype(np.float64).reshape(5, local)
+    rolled = sum(np.roll(x, -k, axis=1) for k in range(3))
+    expected = 2 * x + x[:, ::-1] + rolled
+    np.testing.assert_allclose(run(device, kernel, args)[1], expected.ravel(), rtol=1e-6)
+
+
+@needs_cc
+def test_a_barrier_loop_with_a_per_item_trip_count_is_refused(device: HostDevice) -> None:
+    kb = KernelBuilder("uneven")
+    out = kb.param(DType.I32, ParamKind.GLOBAL_MUT)
+    item = kb.local(0, 4)
+    with kb.loop(item):
+        kb.barrier()
+    out[item] = 1
+    with pytest.raises(BackendError, match="same for every work-item") as caught:
+        device.compile(kb.build())
+    assert caught.value.status is ErrorStatus.KERNEL_COMPILATION
+
+
+def half_kernel(dtype: DType) -> Kernel:
+    """``out = (a * b + c) / a`` and a cast through f64, in ``dtype``."""
+    kb = KernelBuilder(f"half_{dtype}")
+    a, b, c = (kb.param(dtype) for _ in range(3))
+    out = kb.param(dtype, ParamKind.GLOBAL_MUT)
+    n = kb.variable()
+    i = kb.group(0, ceil_div(n, 64)) * 64 + kb.local(0, 64)
+    with kb.if_(i < n):
+        wide = a[i].cast(DType.F64) * 1.0009765625
+        out[i] = (a[i] * b[i] + c[i]) / a[i] + wide.cast(dtype)
+    return kb.build()
+
+
+def special_values(dtype: DType) -> np.ndarray[Any, Any]:
+    """Normal, subnormal, huge, infinite and NaN values, and random ones."""
+    edge = [1.0, -2.5, 6e-8, -3e-5, 1e-3, 65504.0, 60000.0, np.inf, -np.inf, np.nan, 0.1]
+    values = np.concatenate([edge, np.random.default_rng(5).uniform(-8, 8, 200)])
+    return values.astype(dtype.numpy)
+
+
+@needs_cc
+@pytest.mark.parametrize("native_f16", [True, False], ids=["_Float16", "software"])
+@pytest.mark.parametrize("dtype", [DType.F16, DType.BF16])
+def test_half_precision_matches_the_interpreter_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, dtype: DType, native_f16: bool
+) -> None:
+    found = toolchain()
+    assert found is not None
+    if native_f16 and not found.native_f16:
+        pytest.skip("the compiler has no _Float16")
+    replaced: Toolchain = dataclasses.replace(found, native_f16=native_f16)
+    monkeypatch.setattr(host_device, "toolchain", lambda: replaced)
+    device = HostDevice(HostPool())
+    a, b, c = (np.roll(special_values(dtype), k) for k in range(3))
+    args: list[Any] = [a, b, c, poisoned(dtype, len(a)), len(a)]
+    out = run(device, half_kernel(dtype), args)[3]
+    expected = args[3].copy()
+    interpret(half_kernel(dtype), [a, b, c, expected, len(a)])
+    np.testing.assert_array_equal(out.astype(np.float64), expected.astype(np.float64))
+
+
+@needs_cc
+def test_launch_arguments_are_checked(device: HostDevice) -> None:
+    program = device.compile(saxpy(16).kernel)
+    pool = device.pool
+    x, y = pool.allocate(64), pool.allocate(64)
+    foreign = HostPool().allocate(64)
+    for args in ([x, y, 1.0], [x, 2.0, 1.0, 16], [x, foreign, 1.0, 16], [x, y, 1.0, 2.5]):
+        with pytest.raises(BackendError) as caught:
+            device.launch(program, args)
+        assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
+    device.launch(program, [x, y, 1.0, 16])
+    device.release(program)
+    with pytest.raises(BackendError, match="released"):
+        device.launch(program, [x, y, 1.0, 16])
+
+
+@needs_cc
+def test_relaunch_with_other_buffers_and_sizes(device: HostDevice) -> None:
+    """The pointer array is reused between launches: new buffers and scalars must show."""
+    program = device.compile(saxpy(1).kernel)
+    pool = device.pool
+    for n in (1000, 3, 0, 513):
+        x_host = np.arange(1, n + 2, dtype=np.float32)
+        x, y = pool.allocate(x_host.nbytes), pool.allocate(x_host.nbytes)
+        pool.write(x, x_host)
+        pool.write(y, np.ones_like(x_host))
+        device.launch(program, [x, y, 0.5, n])
+        got = np.empty_like(x_host)
+        pool.read(y, got)
+        expected = np.concatenate([0.5 * x_host[:n] + 1, [1.0]])
+        assert np.array_equal(got, expected), n
+        pool.release(x)
+        pool.release(y)
+
+
+@needs_cc
+def test_threads_and_timing(device: HostDevice) -> None:
+    single = HostDevice(HostPool(), threads=1)
+    example = saxpy(100_000)
+    check_against_reference(single, example.kernel, example.arguments(np.random.default_rng(6)))
+    program = device.compile(example.kernel)
+    x, y = device.pool.allocate(400_000), device.pool.allocate(400_000)
+    assert device.launch_timed(program, [x, y, 1.0, 100_000]) > 0
+
+
+def test_device_info(device: HostDevice) -> None:
+    info = device.info
+    assert device.name == "host" and device.backend == "host" and device.index == 0
+    assert set(info.dtypes) == set(DType)
+    assert info.preferred_vector_size in (16, 32, 64)
+    assert info.compute > 0 and info.global_mem_size == device.pool.capacity
+    assert info.supports(DType.BF16) and info.supports(DType.F16)
