@@ -1,0 +1,89 @@
+"""Development sessions: one per backend, plus lint, typecheck and demo.
+
+``nox`` runs the sessions CI runs (core, opencl, cuda, lint, typecheck); ``nox -s cudnn``
+or ``nox -s demo`` run the others. Each session installs only the distributions it tests,
+so a test that imports a backend it did not install fails loudly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.sessions = ["core", "opencl", "cuda", "lint", "typecheck"]
+
+CORE = "./zyx-core[test]"
+CONFORMANCE = Path(__file__).parent / "zyx-core" / "src" / "zyx" / "testing"
+
+
+def conformance(session: nox.Session, backend: str) -> None:
+    """Run the conformance suite against ``backend``, once the suite has tests."""
+    if not any(CONFORMANCE.glob("test_*.py")):
+        session.log("zyx.testing has no tests yet: conformance skipped")
+        return
+    # Exit 5 (nothing collected) is not a failure here: posargs may select tests (-k, -m)
+    # that the suite does not have.
+    session.run(
+        "pytest", "--pyargs", "zyx.testing", "--zyx-backend", backend, *session.posargs,
+        success_codes=[0, 5],
+    )  # fmt: skip
+
+
+@nox.session
+def core(session: nox.Session) -> None:
+    """zyx-core alone: its tests, and the conformance suite on the host backend."""
+    # uv: the plugin tests install test plugins into a throwaway venv with it.
+    session.install(CORE, "uv")
+    session.run("pytest", "tests/core", *session.posargs)
+    conformance(session, "host")
+
+
+@nox.session
+def opencl(session: nox.Session) -> None:
+    """zyx-opencl on PoCL, the CPU OpenCL platform from PyPI (no root, no system package)."""
+    session.install(CORE, "./zyx-opencl", "pocl-binary-distribution")
+    session.run("pytest", "tests/opencl", *session.posargs)
+    conformance(session, "opencl")
+
+
+@nox.session
+def cuda(session: nox.Session) -> None:
+    """zyx-cuda: NVRTC compiles for real without a GPU; tests that need one skip."""
+    session.install(CORE, "./zyx-cuda")
+    session.run("pytest", "tests/cuda", *session.posargs)
+
+
+@nox.session
+def cudnn(session: nox.Session) -> None:
+    """zyx-cudnn with zyx-cuda."""
+    session.install(CORE, "./zyx-cuda", "./zyx-cudnn")
+    session.run("pytest", "tests/cudnn", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint rules and formatting, settings in the root pyproject.toml."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy on every package's src (files and settings in the root pyproject.toml).
+
+    The packages are installed so mypy sees their dependencies' types, as in a developer's
+    venv; all but zyx-cudnn, whose cuDNN frontend pulls in half a gigabyte of CUTLASS.
+    """
+    session.install("mypy", "-e", CORE, "-e", "./zyx-cuda", "-e", "./zyx-opencl")
+    session.run("mypy", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """What a user sees after `pip install zyx-core`: the devices and the doctor's report."""
+    session.install("./zyx-core")
+    session.run("zyx", "devices")
+    session.run("zyx", "doctor")
