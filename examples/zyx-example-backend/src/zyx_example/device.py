@@ -53,7 +53,7 @@ class ExampleDevice(Device):
 
     def __init__(self, index: int, memory: int) -> None:
         self.index = index
-        self.pool = ExamplePool(f"example:{index}", memory)
+        self.pool = ExamplePool(self.name, memory)
         self.info = DeviceInfo(
             name="numpy (zyx example backend)",
             compute=1e10,
