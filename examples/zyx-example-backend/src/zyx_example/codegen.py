@@ -10,9 +10,10 @@ finish an op before any starts the next, so every ``Barrier`` holds by construct
 neither loads nor stores.
 
 Semantics are C's, as in the other backends: integer division truncates toward zero,
-``%`` is ``fmod`` (the dividend's sign), integers wrap, float-to-int casts truncate, bools
-promote to integers in arithmetic. f16 and bf16 compute in float32 and are rounded to
-their type after every op, cast, constant and variable; buffers hold them in their type.
+``%`` is ``fmod`` (the dividend's sign), a zero divisor gives 0, integers wrap,
+float-to-int casts truncate, bools promote to integers in arithmetic. f16 and bf16
+compute in float32 and are rounded to their type after every op, cast, constant and
+variable; buffers hold them in their type.
 
 For ``c[i] = a[i] + b[i]`` in groups of 256 the renderer writes::
 
@@ -222,7 +223,8 @@ class _Renderer:
         if dtype is DType.BOOL and op in _BOOL_AS_INT:
             return f"({self.binary(op, f'np.uint8({a})', f'np.uint8({b})', DType.U8)}) != 0"
         if op is BOp.DIV and not dtype.is_float:
-            # numpy's // floors; C truncates. a - fmod(a, b) is a multiple of b: exact.
+            # numpy's // floors where C truncates; a - fmod(a, b) is an exact multiple of b.
+            # numpy gives 0 for a zero divisor and wraps MIN // -1, as the IR defines both.
             return f"({a} - np.fmod({a}, {b})) // {b}" if dtype.is_signed else f"{a} // {b}"
         if op is BOp.MAX and dtype.is_float:
             return f"np.fmax({a}, {b})"
