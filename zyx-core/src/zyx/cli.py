@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, ParamSpec, TypeVar
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -77,10 +78,16 @@ def devices() -> None:
     if not found:
         err.print("[red]error: no backend opened a device; `zyx doctor` says why[/red]")
         raise typer.Exit(1)
-    table = Table("backend", "device", "name", "memory", "compute", "local threads", "warp",
-                  "dtypes")  # fmt: skip
-    for device in found:
-        table.add_row(*_device_row(device))
+    rows = [_device_row(device) for device in found]
+    table = Table("backend", box=box.SIMPLE_HEAD)
+    # The device string is what users type: never shorten it.
+    table.add_column("device", min_width=max(len(device.name) for device in found))
+    table.add_column("name", overflow="fold")
+    for heading in ("memory", "compute", "local threads", "warp"):
+        table.add_column(heading, justify="right")
+    table.add_column("dtypes", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
     unusable = [b for b in reg.backends() if not b.usable]
     for backend in unusable:
