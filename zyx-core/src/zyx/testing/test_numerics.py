@@ -1,0 +1,53 @@
+"""Numbers: all 13 unary and 19 binary ops on every dtype they are defined for, and the
+sample kernels of :mod:`zyx.ir.examples`, against the interpreter in float64.
+
+An op is tested on a dtype when the device claims what it needs (MATH for the float-only
+ops and ``pow``, ARITHMETIC for the rest); the ops of one dtype share one kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from zyx.backend import Device
+from zyx.dtypes import DType
+from zyx.ir import BOp, ParamKind, UOp
+from zyx.ir.examples import Example, examples
+from zyx.testing.conftest import Batches
+from zyx.testing.harness import reference, run
+from zyx.testing.kernels import binary, binary_ops, unary, unary_ops
+from zyx.testing.numerics import assert_close
+
+pytestmark = pytest.mark.zyx_area("numerics")
+
+
+@pytest.mark.parametrize(
+    "op, dtype", [(op, d) for d in DType for op in unary_ops(d)], ids=lambda x: str(x.value)
+)
+def test_unary(batches: Batches, op: UOp, dtype: DType) -> None:
+    parts = [unary(o, dtype) for o in unary_ops(dtype)]
+    batches.outcome(f"unary_{dtype}", parts, unary(op, dtype)).check()
+
+
+@pytest.mark.parametrize(
+    "op, dtype", [(op, d) for d in DType for op in binary_ops(d)], ids=lambda x: str(x.value)
+)
+def test_binary(batches: Batches, op: BOp, dtype: DType) -> None:
+    parts = [binary(o, dtype) for o in binary_ops(dtype)]
+    batches.outcome(f"binary_{dtype}", parts, binary(op, dtype)).check()
+
+
+@pytest.mark.parametrize("example", examples(), ids=lambda e: e.name)
+def test_example(device: Device, example: Example) -> None:
+    """The kernels ``zyx check`` runs, each output compared with the reference."""
+    missing = [d for d in example.dtypes if not device.info.supports(d)]
+    if missing:
+        pytest.skip(f"{device.name} does not claim storage for {missing}")
+    args = example.arguments(np.random.default_rng(11))
+    got, want = run(device, example.kernel, args), reference(example.kernel, args)
+    params = example.kernel.params
+    buffers = [i for i, p in enumerate(params) if p.kind is not ParamKind.VARIABLE]
+    for position in example.outputs:
+        index = buffers.index(position)
+        assert_close(got[index], want[index], params[position].dtype, f"output {position}")
