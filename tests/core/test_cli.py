@@ -33,8 +33,8 @@ def invoke(
 def test_devices_lists_the_host(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]) -> None:
     code, out, _ = invoke(monkeypatch, environ, "devices")
     assert code == 0
-    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in out.splitlines()]
-    assert any(row[:2] == ["host", "host"] and "f32" in row[-1] for row in rows if row)
+    rows = [line.split() for line in out.splitlines()]
+    assert any(row[:2] == ["host", "host"] and "f32" in row for row in rows)
     assert "missing: quarantined (see `zyx doctor`)" not in out  # a plugin, not a backend
 
 
