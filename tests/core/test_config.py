@@ -196,15 +196,20 @@ def test_configure_cannot_change_an_open_backend(environ: dict[str, str]) -> Non
     assert reg.config.values.default_device == "host"
 
 
-def test_sections_for_backends_not_installed_are_warnings(environ: dict[str, str]) -> None:
+def test_sections_for_backends_not_installed_are_warnings(
+    environ: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
     path = write_config(environ, {"cuda": {"device_ids": [0]}, "host": {"threads": 1}})
     reg = registry({**environ, "ZYX_OPENCL__QUEUES": "4"})
-    assert reg.warnings == [
+    expected = [
         f"section 'cuda' (from {path}) is for a backend that is not installed; ignored",
         "section 'opencl' (from ZYX_OPENCL__QUEUES) is for a backend that is not installed; "
         "ignored",
     ]
+    assert reg.warnings == expected
     assert reg.config.section("host").threads == 1  # type: ignore[attr-defined]
+    logged = [r.getMessage() for r in caplog.records if r.name == "zyx.dev"]
+    assert logged == [f"config: {warning}" for warning in expected]
 
 
 def test_section_of_an_installed_but_broken_plugin_is_no_warning(

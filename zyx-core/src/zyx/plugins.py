@@ -197,6 +197,8 @@ class Registry:
             for name in _split(self._environ.get("ZYX_PLUGINS", ""))
             if name not in names
         ]
+        for warning in self._warnings:
+            _log.warning(warning)
         return candidates
 
     def _load(self, ep: EntryPoint) -> PluginRecord:
@@ -341,6 +343,8 @@ class Registry:
                 validated = self._validate(self._overrides)
                 self._apply(validated)
                 self._config = validated
+                for warning in validated.warnings:
+                    _log.warning("config: %s", warning)
             return self._config
 
     def check_config(self, raw: RawConfig, files: tuple[Path, ...] = ()) -> Config:
