@@ -1,0 +1,119 @@
+"""Failures become BackendErrors with the right status, in processes of their own where
+they would break the CUDA context or need the driver to be absent."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import driver_problem
+
+pytestmark = pytest.mark.cuda
+
+
+def run_python(code: str, **env: str) -> str:
+    import os
+
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **env},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.mark.skipif(driver_problem() is None, reason="a working NVIDIA driver is present")
+def test_without_a_driver_cuda_is_quarantined_and_the_host_works() -> None:
+    out = run_python(
+        """
+        import zyx
+        from zyx.plugins import registry
+        names = [d.name for d in zyx.devices()]
+        cuda = [b for b in registry().backends() if b.name == "cuda"][0]
+        print(names)
+        print(cuda.state.value, "|", cuda.reason)
+        try:
+            zyx.device("cuda")
+        except zyx.PluginError as error:
+            print("PluginError", type(error.__cause__).__name__)
+        """,
+        ZYX_PLUGINS="cuda,host",
+    )
+    names, state, error = out.strip().splitlines()
+    assert "host:0" in names or "host" in names
+    assert state.startswith("quarantined") and "DyLibNotFound" in state
+    assert error.startswith("PluginError")
+
+
+@pytest.mark.gpu
+def test_an_illegal_address_surfaces_at_the_next_read(gpu: None) -> None:
+    out = run_python(
+        """
+        import numpy as np
+        from zyx.dtypes import DType
+        from zyx.errors import BackendError
+        from zyx.ir import KernelBuilder, ParamKind
+        from zyx_cuda.device import CudaDevice
+
+        kb = KernelBuilder("wild")
+        out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+        i = kb.local(0, 32)
+        out[i + (1 << 40)] = 1.0
+        device = CudaDevice(0)
+        program = device.compile(kb.build())
+        buf = device.pool.allocate(128)
+        device.launch(program, [buf])
+        try:
+            device.pool.read(buf, np.empty(32, np.float32))
+        except BackendError as error:
+            print(error.status.name, error.context)
+        """
+    )
+    assert out.startswith("KERNEL_SYNC") and "CUDA_ERROR_ILLEGAL_ADDRESS" in out
+
+
+@pytest.mark.gpu
+def test_bad_arguments_are_errors_before_any_native_call(device: object) -> None:
+    import numpy as np
+    from lcg import lcg_kernel
+
+    from zyx.errors import BackendError, ErrorStatus
+
+    pool, program = device.pool, device.compile(lcg_kernel())  # type: ignore[attr-defined]
+    a = pool.allocate(16)
+    with pytest.raises(BackendError) as caught:
+        device.launch(program, [a, a, a, 1.5, 4])  # type: ignore[attr-defined]
+    assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
+    with pytest.raises(BackendError) as caught:
+        device.launch(program, [a, a, a, 1 << 70, 4])  # type: ignore[attr-defined]
+    assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
+    with pytest.raises(BackendError):
+        pool.write(a, np.zeros(5, np.int32))
+    pool.release(a)
+    with pytest.raises(BackendError):
+        device.launch(program, [a, a, a, 1, 4])  # type: ignore[attr-defined]
+    device.release(program)
+
+
+@pytest.mark.gpu
+def test_device_ids_select_devices(gpu: None) -> None:
+    from zyx.errors import BackendError, ErrorStatus
+    from zyx_cuda.config import CudaSection
+    from zyx_cuda.plugin import open_cuda, probe
+
+    result = probe()
+    assert result.available and result.devices >= 1
+    assert open_cuda(CudaSection(device_ids=[])) == []
+    with pytest.raises(BackendError) as caught:
+        open_cuda(CudaSection(device_ids=[99]))
+    assert caught.value.status is ErrorStatus.DEVICE_ENUMERATION
+    (device,) = open_cuda(CudaSection(device_ids=[0], queues=3))
+    assert device.name == "cuda:0" and len(device.streams.handles) == 3
+    info = device.info
+    assert info.compute_capability is not None and info.warp_size == 32
+    assert info.global_mem_size > 0 and info.local_mem_size >= 48 * 1024

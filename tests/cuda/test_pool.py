@@ -1,0 +1,139 @@
+"""The CUDA pool on a GPU: copies through pinned staging, accounting, deferred frees, OOM."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from zyx.errors import BackendError, ErrorStatus
+from zyx.host.pool import HostPool
+from zyx_cuda.staging import DIRECT_BYTES, SLOT_BYTES
+
+if TYPE_CHECKING:
+    from zyx_cuda.device import CudaDevice
+
+pytestmark = [pytest.mark.cuda, pytest.mark.gpu]
+
+
+@pytest.mark.parametrize(
+    "nbytes", [1, 4096 + 3, DIRECT_BYTES + 1, 5 * SLOT_BYTES + 12345], ids=lambda n: f"{n}B"
+)
+def test_write_then_read_round_trips_every_size(
+    device: CudaDevice, rng: np.random.Generator, nbytes: int
+) -> None:
+    pool = device.pool
+    data = rng.integers(0, 256, nbytes, dtype=np.uint8)
+    buf = pool.allocate(nbytes)
+    try:
+        pool.write(buf, data)
+        out = np.zeros(nbytes, np.uint8)
+        pool.read(buf, out)
+        np.testing.assert_array_equal(out, data)
+    finally:
+        pool.release(buf)
+
+
+def test_partial_writes_and_reads_at_offsets(device: CudaDevice, rng: np.random.Generator) -> None:
+    pool = device.pool
+    whole = rng.standard_normal(1 << 20).astype(np.float32)
+    buf = pool.allocate(whole.nbytes)
+    try:
+        pool.write(buf, whole)
+        patch = rng.standard_normal(1000).astype(np.float32)
+        pool.write(buf, patch, offset=4 * 5000)
+        whole[5000:6000] = patch
+        out = np.empty(3000, np.float32)
+        pool.read(buf, out, offset=4 * 4000)
+        np.testing.assert_array_equal(out, whole[4000:7000])
+        with pytest.raises(BackendError) as caught:
+            pool.read(buf, out, offset=whole.nbytes - 4)
+        assert caught.value.status is ErrorStatus.MEMORY_COPY_P2H
+    finally:
+        pool.release(buf)
+
+
+def test_free_bytes_counts_exactly_what_the_pool_holds(device: CudaDevice) -> None:
+    pool = device.pool
+    device.synchronize()
+    before = pool.free_bytes()
+    buf = pool.allocate(123_456_789)
+    assert pool.free_bytes() == before - 123_456_789
+    pool.release(buf)
+    device.synchronize()
+    assert pool.free_bytes() == before
+
+
+def test_release_waits_for_the_work_that_uses_the_buffer(
+    device: CudaDevice, rng: np.random.Generator
+) -> None:
+    """A buffer released while a copy reads it is freed later; its memory cannot be reused
+    under the copy."""
+    pool = device.pool
+    data = rng.integers(0, 1 << 30, 64 << 20, dtype=np.int32)
+    src, dst = pool.allocate(data.nbytes), pool.allocate(data.nbytes)
+    pool.write(src, data)
+    pool.copy_from(pool, src, dst)
+    pool.release(src)  # the copy may still be reading it
+    reuse = pool.allocate(data.nbytes)
+    pool.write(reuse, np.zeros_like(data))
+    out = np.empty_like(data)
+    pool.read(dst, out)
+    np.testing.assert_array_equal(out, data)
+    pool.release(dst)
+    pool.release(reuse)
+
+
+def test_copy_from_the_host_pool_and_from_another_cuda_pool(
+    device: CudaDevice, rng: np.random.Generator
+) -> None:
+    from zyx_cuda.device import CudaDevice
+
+    host = HostPool()
+    data = rng.integers(0, 256, 3 * SLOT_BYTES + 7, dtype=np.uint8)
+    hbuf = host.allocate(data.nbytes)
+    host.write(hbuf, data)
+    pool = device.pool
+    gbuf = pool.allocate(data.nbytes)
+    pool.copy_from(host, hbuf, gbuf)
+    other = CudaDevice(0, queues=2)  # a second pool: the peer-copy path, same GPU
+    obuf = other.pool.allocate(data.nbytes)
+    other.pool.copy_from(pool, gbuf, obuf)
+    pool.release(gbuf)  # freed only after the peer copy read it
+    back = host.allocate(data.nbytes)
+    host.copy_from(other.pool, obuf, back)
+    np.testing.assert_array_equal(HostPool.array(back), data)
+    other.pool.release(obuf)
+    other.synchronize()
+
+
+def test_out_of_memory_is_an_error_and_the_pool_stays_usable(device: CudaDevice) -> None:
+    pool = device.pool
+    with pytest.raises(BackendError) as caught:
+        pool.allocate(pool.free_bytes() + (64 << 30))
+    assert caught.value.status is ErrorStatus.MEMORY_ALLOCATION
+    assert "CUDA_ERROR_OUT_OF_MEMORY" in str(caught.value)
+    buf = pool.allocate(1024)
+    pool.write(buf, np.arange(256, dtype=np.int32))
+    out = np.empty(256, np.int32)
+    pool.read(buf, out)
+    np.testing.assert_array_equal(out, np.arange(256))
+    pool.release(buf)
+
+
+def test_pinned_staging_beats_pageable_copies(device: CudaDevice, rng: np.random.Generator) -> None:
+    """A sanity check, not a benchmark: pageable host-to-device copies reach about 4 GB/s on
+    the H200, staged ones should be several times faster."""
+    pool = device.pool
+    data = rng.integers(0, 256, 512 << 20, dtype=np.uint8)
+    buf = pool.allocate(data.nbytes)
+    pool.write(buf, data)
+    device.synchronize()
+    start = time.perf_counter()
+    pool.write(buf, data)
+    device.synchronize()
+    gbps = data.nbytes / (time.perf_counter() - start) / 1e9
+    pool.release(buf)
+    assert gbps > 10, f"pool.write reached only {gbps:.1f} GB/s"
