@@ -109,13 +109,23 @@ class BackendRecord(Standing):
 class PluginRecord(Standing):
     """One entry point of group ``zyx.backends``."""
 
-    name: str
-    target: str
-    """What the entry point names: ``zyx_cuda.plugin``."""
-    distribution: str = ""
-    """``name version`` of the distribution that declares it."""
+    entry_point: EntryPoint
     backends: list[BackendRecord] = field(default_factory=list)
-    entry_point: EntryPoint | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.entry_point.name
+
+    @property
+    def target(self) -> str:
+        """What the entry point names: ``zyx_cuda.plugin``."""
+        return self.entry_point.value
+
+    @property
+    def distribution(self) -> str:
+        """``name version`` of the distribution that declares it (``""``: none known)."""
+        dist = self.entry_point.dist
+        return f"{dist.name} {dist.version}" if dist is not None else ""
 
 
 class Registry:
@@ -203,22 +213,21 @@ class Registry:
 
     def _load(self, ep: EntryPoint) -> PluginRecord:
         """Import, check and register one entry point's plugin and collect its backends."""
-        record = PluginRecord(
-            name=ep.name, target=ep.value, distribution=_distribution(ep), entry_point=ep
-        )
+        record = PluginRecord(entry_point=ep)
         refusal = self._disabled_by(ep.name)
         if refusal:
             record.disable(refusal)
         elif any(p.name == ep.name for p in self._plugins or ()):
             record.quarantine(f"another distribution already declares a plugin {ep.name!r}")
         else:
-            self._import(record, ep)
+            self._import(record)
         _log.debug("plugin %s (%s): %s %s", ep.name, ep.value, record.state.value, record.reason)
         return record
 
-    def _import(self, record: PluginRecord, ep: EntryPoint) -> None:
+    def _import(self, record: PluginRecord) -> None:
+        """Import, check and register the plugin and probe its backends; or quarantine it."""
         try:
-            module = ep.load()
+            module = record.entry_point.load()
         except Exception as error:
             record.quarantine(f"import failed: {_describe(error)}", error)
             return
@@ -227,7 +236,7 @@ class Registry:
             record.quarantine(refusal)
             return
         try:
-            self._manager.register(module, name=ep.name)
+            self._manager.register(module, name=record.name)
         except Exception as error:
             record.quarantine(f"its hooks are invalid: {_describe(error)}", error)
             return
@@ -237,7 +246,7 @@ class Registry:
             self._manager.unregister(module)
             record.quarantine(f"zyx_backends() failed: {_describe(error)}", error)
             return
-        record.backends = [self._probe(spec, ep.name) for spec in specs]
+        record.backends = [self._probe(spec, record.name) for spec in specs]
 
     def _disabled_by(self, plugin: str) -> str:
         """What disables ``plugin`` before it is imported, or ``""``."""
@@ -329,9 +338,8 @@ class Registry:
         """Import the plugins that config had disabled before import and now enables."""
         for record in self.plugins():
             if record.state is State.DISABLED and not self._disabled_by(record.name):
-                assert record.entry_point is not None
                 record.enable()
-                self._import(record, record.entry_point)
+                self._import(record)
 
     def _raw(self) -> RawConfig:
         assert self._sources is not None, "plugins() reads the sources first"
@@ -469,11 +477,6 @@ def _describe(error: BaseException) -> str:
             None if current.__suppress_context__ else current.__context__
         )
     return "; caused by ".join(parts)
-
-
-def _distribution(ep: EntryPoint) -> str:
-    dist = ep.dist
-    return f"{dist.name} {dist.version}" if dist is not None else ""
 
 
 def _split(names: str) -> list[str]:
