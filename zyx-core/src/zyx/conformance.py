@@ -183,9 +183,7 @@ def _area_order(area: str) -> tuple[int, str]:
 
 def _cells(counts: Counter[Outcome]) -> list[Text]:
     styles = {Outcome.PASSED: "green", Outcome.FAILED: "red", Outcome.SKIPPED: "yellow"}
-    return [
-        Text(str(counts[o]), style=styles[o] if counts[o] else "dim") for o in Outcome
-    ]
+    return [Text(str(counts[o]), style=styles[o] if counts[o] else "dim") for o in Outcome]
 
 
 def _skip_table(skipped: Iterable[Result]) -> Table:
