@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyopencl as cl
 
@@ -55,19 +58,20 @@ class Compiler:
     def _from_binary(self, binary: bytes) -> cl.Program | None:
         try:
             program: cl.Program = cl.Program(self.context, [self.device], [binary])
-            program.build(options=list(BUILD_OPTIONS))
-            return program
+            with _quiet():
+                program.build(options=list(BUILD_OPTIONS))
         except cl.Error as error:
             _log.debug("cached binary refused by %s: %s", self.device.name, error)
             return None
+        return program
 
     def _from_source(self, source: Source) -> cl.Program:
         program = cl.Program(self.context, source.code)
         try:
-            # pyopencl's own cache is off: this one knows the driver version and options.
-            # (pyopencl takes False for "no cache"; its annotation says only str | None.)
-            program.build(options=list(BUILD_OPTIONS), cache_dir=False)  # type: ignore[arg-type]
-            return program
+            with _quiet():
+                # pyopencl's own cache is off: this one knows the driver version and options.
+                # (pyopencl takes False for "no cache"; its annotation says only str | None.)
+                program.build(options=list(BUILD_OPTIONS), cache_dir=False)  # type: ignore[arg-type]
         except cl.Error as error:
             log = program.get_build_info(self.device, cl.program_build_info.LOG)
             raise BackendError(
@@ -75,3 +79,17 @@ class Compiler:
                 f"kernel {source.name!r} does not build for {self.device.name}",
                 log=log or str(error),
             ) from error
+        if _log.isEnabledFor(logging.DEBUG):
+            log = program.get_build_info(self.device, cl.program_build_info.LOG).strip()
+            if log:
+                _log.debug("%s: build log:\n%s", source.name, log)
+        return program
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Keep pyopencl's warning about non-empty build logs from the user: library code
+    does not warn about the code it generated (the log goes to ``zyx.compile``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        yield

@@ -261,6 +261,9 @@ def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:
             + ", ".join(f"{i}: {p.name}" for i, p in enumerate(platforms)),
         )
     found = [device for i in ids for device in _platform_devices(platforms[i])]
+    if not found:
+        names = ", ".join(platforms[i].name for i in ids)
+        raise BackendError(ErrorStatus.DEVICE_ENUMERATION, f"no device on platforms {names}")
     devices = [
         OpenCLDevice(index, device, queues=section.queues, window=section.window)
         for index, device in enumerate(found)

@@ -69,6 +69,8 @@ def _keep() -> None:
 class OpenCLPool(MemoryPool):
     """Buffers of one OpenCL device, in the context its ``Scheduler``'s queues share."""
 
+    exact_free_bytes = True
+
     def __init__(
         self, name: str, context: cl.Context, device: cl.Device, scheduler: Scheduler
     ) -> None:

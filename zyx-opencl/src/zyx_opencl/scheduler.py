@@ -174,9 +174,13 @@ class Scheduler:
         if error is not None:
             raise error
 
-    def pending(self) -> int:
-        """Commands in the window plus actions still deferred (for tests and leak checks)."""
-        return len(self._batch) + len(self._deferred)
+    def batched(self) -> int:
+        """Commands in the window, not enqueued yet."""
+        return len(self._batch)
+
+    def deferred(self) -> int:
+        """Actions (frees, releases of copy sources) still waiting for their events."""
+        return len(self._deferred)
 
     # ---- inside ---------------------------------------------------------------------------
 

@@ -1,0 +1,121 @@
+"""The pool: allocation limits and exact accounting, copies from every kind of pool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import open_all, read
+
+from zyx.backend import Buffer
+from zyx.disk import DiskPool
+from zyx.errors import BackendError, ErrorStatus
+from zyx.host.pool import HostPool
+from zyx_opencl.device import OpenCLDevice
+
+pytestmark = pytest.mark.opencl
+
+DATA = np.arange(1024, dtype=np.float32) * 0.5 + 1
+
+
+def test_one_allocation_over_max_mem_alloc_size_is_refused(device: OpenCLDevice) -> None:
+    pool = device.pool
+    free = pool.free_bytes()
+    with pytest.raises(BackendError) as caught:
+        pool.allocate(pool.max_allocation + 1)
+    assert caught.value.status is ErrorStatus.MEMORY_ALLOCATION
+    assert "CL_DEVICE_MAX_MEM_ALLOC_SIZE" in caught.value.context
+    assert pool.free_bytes() == free
+
+
+def test_allocations_past_the_capacity_are_refused_and_the_pool_stays_usable(
+    device: OpenCLDevice, alloc: Callable[[int], Buffer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = device.pool
+    monkeypatch.setattr(pool, "capacity", pool.capacity - pool.free_bytes() + (1 << 20))
+    first = alloc(1 << 19)
+    with pytest.raises(BackendError) as caught:
+        alloc(1 << 20)
+    assert caught.value.status is ErrorStatus.MEMORY_ALLOCATION
+    assert pool.free_bytes() == 1 << 19
+    pool.write(first, DATA)
+    np.testing.assert_array_equal(read(device, first)[: DATA.size], DATA)
+
+
+def test_an_allocation_waits_for_memory_that_is_being_freed(
+    device: OpenCLDevice, alloc: Callable[[int], Buffer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pool = device.pool
+    monkeypatch.setattr(pool, "capacity", pool.capacity - pool.free_bytes() + (1 << 20))
+    busy = pool.allocate(1 << 20)
+    pool.write(busy, np.zeros(1 << 18, np.float32))
+    pool.release(busy)  # its write may still run: freed later, not now
+    replacement = alloc(1 << 20)  # reclaims the released memory
+    assert pool.free_bytes() == 0
+    pool.write(replacement, DATA)
+    np.testing.assert_array_equal(read(device, replacement)[: DATA.size], DATA)
+
+
+def test_a_write_stages_the_callers_bytes(
+    device: OpenCLDevice, alloc: Callable[[int], Buffer]
+) -> None:
+    buf = alloc(DATA.nbytes)
+    data = DATA.copy()
+    device.pool.write(buf, data)
+    data[:] = -1  # before the copy ran, perhaps: it must not matter
+    np.testing.assert_array_equal(read(device, buf), DATA)
+
+
+def test_a_copy_from_the_host_pool_reads_in_place_and_retains_the_source(
+    device: OpenCLDevice, alloc: Callable[[int], Buffer]
+) -> None:
+    host = HostPool()
+    src = host.allocate(DATA.nbytes)
+    host.write(src, DATA)
+    dst = alloc(DATA.nbytes)
+    device.pool.copy_from(host, src, dst)
+    assert src.refcount == 2, "retained until the copy completed"
+    host.release(src)  # the owner lets go while the copy may still read it
+    device.synchronize()
+    assert src.refcount == 0 and host.free_bytes() == host.capacity
+    np.testing.assert_array_equal(read(device, dst), DATA)
+
+
+def test_a_copy_from_another_context_stages_through_the_host(
+    device: OpenCLDevice, alloc: Callable[[int], Buffer]
+) -> None:
+    other = open_all()[device.index]
+    assert other.pool.context != device.pool.context
+    src = other.pool.allocate(DATA.nbytes)
+    try:
+        other.pool.write(src, DATA)
+        dst = alloc(DATA.nbytes)
+        device.pool.copy_from(other.pool, src, dst)
+        np.testing.assert_array_equal(read(device, dst), DATA)
+    finally:
+        other.pool.release(src)
+
+
+def test_a_copy_from_a_file(
+    device: OpenCLDevice, alloc: Callable[[int], Buffer], tmp_path: Path
+) -> None:
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"header" + DATA.tobytes())
+    disk = DiskPool()
+    src = disk.open(path, offset=6, nbytes=DATA.nbytes)
+    try:
+        dst = alloc(DATA.nbytes)
+        device.pool.copy_from(disk, src, dst)
+        np.testing.assert_array_equal(read(device, dst), DATA)
+    finally:
+        disk.release(src)
+
+
+def test_a_copy_within_the_device(device: OpenCLDevice, alloc: Callable[[int], Buffer]) -> None:
+    src, dst = alloc(DATA.nbytes), alloc(DATA.nbytes)
+    device.pool.write(src, DATA)
+    device.pool.copy_from(device.pool, src, dst)
+    device.pool.write(src, np.zeros_like(DATA))  # ordered after the copy read src
+    np.testing.assert_array_equal(read(device, dst), DATA)
