@@ -131,7 +131,7 @@ def binary(op: BOp, dtype: DType) -> Elementwise:
         output=DType.BOOL if op.is_comparison else dtype,
         compute=lambda a, b: a.builder.binary(op, a, b),
         sample=_binary_domain(op, dtype),
-        needs=((dtype, capability(op)),),
+        needs=((dtype, capability(op)), *([(DType.BOOL, STORAGE)] if op.is_comparison else [])),
     )
 
 
@@ -208,6 +208,8 @@ def _float_operands(op: BOp, dtype: DType) -> Sampler:
 
 
 def _int_operands(op: BOp, dtype: DType) -> Sampler:  # noqa: C901 - one domain per op
+    """Operands of an integer (or bool) op: no overflow, no division by zero or of the
+    minimum by -1, shifts within the width and of non-negative values."""
     if dtype is DType.BOOL:
         return lambda rng, n: [random(rng, dtype, n), random(rng, dtype, n)]
     bits, top = dtype.itemsize * 8, int(np.iinfo(dtype.numpy).max)

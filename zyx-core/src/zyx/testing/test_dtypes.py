@@ -34,8 +34,7 @@ def test_claims_are_coherent(device: Device) -> None:
 @pytest.mark.parametrize("dtype", list(DType), ids=str)
 def test_storage_is_bit_exact(batches: Batches, dtype: DType) -> None:
     """A kernel that loads and stores copies every bit (floats are finite)."""
-    part = copy(dtype)
-    outcome = batches.outcome(f"copy_{dtype}", [part], part)
+    outcome = batches.outcome("copies", [copy(d) for d in DType], copy(dtype))
     raw = outcome.out.view(np.uint8)
     assert_close(raw, outcome.inputs[0].view(np.uint8), DType.U8, f"bytes of {dtype}")
     assert_poison(outcome.tail, dtype, "past n")

@@ -2,7 +2,7 @@
 sample kernels of :mod:`zyx.ir.examples`, against the interpreter in float64.
 
 An op is tested on a dtype when the device claims what it needs (MATH for the float-only
-ops and ``pow``, ARITHMETIC for the rest); the ops of one dtype share one kernel.
+ops and ``pow``, ARITHMETIC for the rest); all ops of one dtype share one kernel.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from zyx.ir import BOp, ParamKind, UOp
 from zyx.ir.examples import Example, examples
 from zyx.testing.conftest import Batches
 from zyx.testing.harness import reference, run
-from zyx.testing.kernels import binary, binary_ops, unary, unary_ops
+from zyx.testing.kernels import Elementwise, binary, binary_ops, unary, unary_ops
 from zyx.testing.numerics import assert_close
 
 pytestmark = pytest.mark.zyx_area("numerics")
@@ -26,16 +26,20 @@ pytestmark = pytest.mark.zyx_area("numerics")
     "op, dtype", [(op, d) for d in DType for op in unary_ops(d)], ids=lambda x: str(x.value)
 )
 def test_unary(batches: Batches, op: UOp, dtype: DType) -> None:
-    parts = [unary(o, dtype) for o in unary_ops(dtype)]
-    batches.outcome(f"unary_{dtype}", parts, unary(op, dtype)).check()
+    batches.outcome(f"ops_{dtype}", ops(dtype), unary(op, dtype)).check()
 
 
 @pytest.mark.parametrize(
     "op, dtype", [(op, d) for d in DType for op in binary_ops(d)], ids=lambda x: str(x.value)
 )
 def test_binary(batches: Batches, op: BOp, dtype: DType) -> None:
-    parts = [binary(o, dtype) for o in binary_ops(dtype)]
-    batches.outcome(f"binary_{dtype}", parts, binary(op, dtype)).check()
+    batches.outcome(f"ops_{dtype}", ops(dtype), binary(op, dtype)).check()
+
+
+def ops(dtype: DType) -> list[Elementwise]:
+    """Every unary and binary op on ``dtype``: one batch, one kernel."""
+    unaries = [unary(op, dtype) for op in unary_ops(dtype)]
+    return unaries + [binary(op, dtype) for op in binary_ops(dtype)]
 
 
 @pytest.mark.parametrize("example", examples(), ids=lambda e: e.name)
