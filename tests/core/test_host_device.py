@@ -210,7 +210,8 @@ def test_launch_arguments_are_checked(device: HostDevice) -> None:
     pool = device.pool
     x, y = pool.allocate(64), pool.allocate(64)
     foreign = HostPool().allocate(64)
-    for args in ([x, y, 1.0], [x, 2.0, 1.0, 16], [x, foreign, 1.0, 16], [x, y, 1.0, 2.5]):
+    wrong: list[list[Any]] = [[x, y, 1.0], [x, 2.0, 1.0, 16], [x, foreign, 1.0, 16], [x, y, 1, 2.5]]
+    for args in wrong:
         with pytest.raises(BackendError) as caught:
             device.launch(program, args)
         assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG

@@ -52,6 +52,7 @@ class HostDevice(Device):
 
     backend = "host"
     index = 0
+    pool: HostPool
 
     def __init__(self, pool: HostPool, threads: int | None = None) -> None:
         self.pool = pool
