@@ -39,6 +39,7 @@ class HostPool(MemoryPool):
     """Memory of the host, numpy-backed. ``capacity`` (bytes) defaults to physical RAM."""
 
     name = "host"
+    exact_free_bytes = True
 
     def __init__(self, capacity: int | None = None) -> None:
         self.capacity = physical_memory() if capacity is None else capacity
