@@ -56,17 +56,21 @@ class DependencyTracker(Generic[T]):
         """Tokens on other queues that a command on ``queue`` must wait for."""
         waits: list[T] = []
         get = self._access.get
+        # Plain loops, no generators: this runs on every launch (a microsecond counts).
         for buf in reads:
             access = get(buf)
-            if access is not None and access.writer_queue not in (-1, queue):
+            if access is not None and access.writer_queue != queue and access.writer_queue >= 0:
                 waits.append(access.writer)  # type: ignore[arg-type]
         for buf in writes:
             access = get(buf)
             if access is None:
                 continue
-            if access.writer_queue not in (-1, queue):
+            if access.writer_queue != queue and access.writer_queue >= 0:
                 waits.append(access.writer)  # type: ignore[arg-type]
-            waits.extend(token for q, token in access.readers.items() if q != queue)
+            if access.readers:
+                for q, token in access.readers.items():
+                    if q != queue:
+                        waits.append(token)
         return waits
 
     def commit(
