@@ -68,9 +68,9 @@ class CudaDevice(Device):
         program.check_args(args)
         assert isinstance(program, CudaProgram)
         self.context.activate()
-        buffers, reads, writes = program.accesses(args)
+        reads, writes = program.reads(args), program.writes(args)
         streams = self.streams
-        queue = streams.select(buffers, reads, writes)
+        queue = streams.select(reads, writes)
         program.enqueue(streams.handles[queue], args)
         streams.commit(queue, reads, writes)
 
@@ -78,7 +78,7 @@ class CudaDevice(Device):
         program.check_args(args)
         assert isinstance(program, CudaProgram)
         self.synchronize()
-        _, reads, writes = program.accesses(args)
+        reads, writes = program.reads(args), program.writes(args)
         streams, (start, end) = self.streams, self._timers
         stream = streams.handles[0]
         status = ErrorStatus.KERNEL_LAUNCH

@@ -36,7 +36,7 @@ def dependencies(launches: Sequence[Launch]) -> list[tuple[int, ...]]:
     edges = []
     for i, (program, args) in enumerate(launches):
         assert isinstance(program, CudaProgram)
-        _, reads, writes = program.accesses(args)
+        reads, writes = program.reads(args), program.writes(args)
         after = {writer[b] for b in reads + writes if b in writer}
         for b in writes:
             after.update(readers.get(b, ()))
@@ -93,7 +93,7 @@ class GraphRecording(Recording):
                     ErrorStatus.INCORRECT_KERNEL_ARG, f"recorded {buf!r} was released"
                 )
         streams = device.streams
-        queue = streams.select(self._buffers, self._reads, self._writes)
+        queue = streams.select(self._reads, self._writes)
         check(
             ErrorStatus.KERNEL_LAUNCH,
             "cuGraphLaunch",
@@ -132,17 +132,16 @@ class GraphRecording(Recording):
         self._collect_accesses()
 
     def _collect_accesses(self) -> None:
-        """The whole graph's buffers, in first-use order, and its read and write sets."""
-        order: dict[Buffer, None] = {}
+        """The whole graph's read-only and written buffers, in first-use order."""
+        read: dict[Buffer, None] = {}
         written: dict[Buffer, None] = {}
         for program, args in self.launches:
             assert isinstance(program, CudaProgram)
-            buffers, _, writes = program.accesses(args)
-            order.update(dict.fromkeys(buffers))
-            written.update(dict.fromkeys(writes))
-        self._buffers = tuple(order)
+            read.update(dict.fromkeys(program.reads(args)))
+            written.update(dict.fromkeys(program.writes(args)))
         self._writes = tuple(written)
-        self._reads = tuple(b for b in order if b not in written)
+        self._reads = tuple(b for b in read if b not in written)
+        self._buffers = self._reads + self._writes
 
     def _discard(self) -> None:
         """Drop the instantiated graph; in-flight replays finish (the driver frees it then)."""

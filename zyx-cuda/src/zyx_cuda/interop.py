@@ -153,7 +153,7 @@ class CudaArray:
         # One of zyx's streams, made to wait for every pending use: the consumer waits on it.
         pool, buf = self.pool, self.buffer
         pool.context.activate()
-        queue = pool.streams.select((buf,), (), (buf,))
+        queue = pool.streams.select((), (buf,))
         pool.streams.commit(queue, (), (buf,))
         return {
             "shape": self.shape,

@@ -104,14 +104,14 @@ class CudaPool(MemoryPool):
     def _write(self, buf: Buffer, view: memoryview, offset: int) -> None:
         self.context.activate()
         streams, target = self.streams, (buf,)
-        queue = streams.select(target, (), target)
+        queue = streams.select((), target)
         self.staging.upload(buf.handle + offset, view, streams.handles[queue])
         streams.commit(queue, (), target)
 
     def _read(self, buf: Buffer, view: memoryview, offset: int) -> None:
         self.context.activate()
         streams, source = self.streams, (buf,)
-        queue = streams.select(source, source, ())
+        queue = streams.select(source, ())
         streams.commit(queue, source, ())
         self.staging.download(view, buf.handle + offset, streams.handles[queue])
         streams.done(queue)
@@ -130,7 +130,7 @@ class CudaPool(MemoryPool):
     def _copy_device(self, src: Buffer, dst: Buffer) -> None:
         self.context.activate()
         streams = self.streams
-        queue = streams.select((src, dst), (src,), (dst,))
+        queue = streams.select((src,), (dst,))
         check(
             ErrorStatus.MEMORY_COPY_P2P,
             "cuMemcpyDtoDAsync",
@@ -143,7 +143,7 @@ class CudaPool(MemoryPool):
         link where ``cuDeviceCanAccessPeer`` allows, else stages through the host."""
         self.context.activate()
         streams = self.streams
-        queue = streams.select((dst,), (), (dst,))
+        queue = streams.select((), (dst,))
         stream = streams.handles[queue]
         src_pool.context.activate()
         src_pool.streams.order_before(stream, src_pool.streams.tracker.last_uses(src))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ctypes
 import struct
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Any, cast
 
 from cuda.bindings import driver
@@ -37,6 +38,7 @@ _SCALAR_CODES = {
 }  # fmt: skip
 _STATIC_SHARED_LIMIT = 48 * 1024
 _launch_kernel = driver.cuLaunchKernel
+_handle = attrgetter("handle")
 
 
 class CudaProgram(Program):
@@ -48,18 +50,10 @@ class CudaProgram(Program):
         super().__init__(device, kernel)
         kinds = self.param_kinds
         self.buffer_positions = tuple(i for i, k in enumerate(kinds) if k is not ParamKind.VARIABLE)
-        self.read_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL)
-        self.write_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL_MUT)
-
-    def accesses(self, args: Sequence[Arg]) -> tuple[list[Buffer], list[Buffer], list[Buffer]]:
-        """The buffer args (checked by ``check_args``) in param order, those read only, and
-        those written."""
-        bufs = cast("Sequence[Buffer]", args)
-        return (
-            [bufs[i] for i in self.buffer_positions],
-            [bufs[i] for i in self.read_positions],
-            [bufs[i] for i in self.write_positions],
-        )
+        self.reads = _picker(tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL))
+        """The buffers among ``args`` that the program only reads, in param order."""
+        self.writes = _picker(tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL_MUT))
+        """The buffers among ``args`` that the program writes, in param order."""
 
     @abstractmethod
     def enqueue(self, stream: Any, args: Sequence[Arg]) -> None:
@@ -77,6 +71,17 @@ class CudaProgram(Program):
         """Free native resources; called once no queued work uses them."""
 
 
+def _picker(positions: tuple[int, ...]) -> Callable[[Sequence[Arg]], tuple[Buffer, ...]]:
+    """A function picking the args at ``positions`` as a tuple (``itemgetter``, which runs
+    in C, returns a bare item for one position)."""
+    if not positions:
+        return lambda args: ()
+    if len(positions) == 1:
+        (position,) = positions
+        return lambda args: (cast(Buffer, args[position]),)
+    return cast("Callable[[Sequence[Arg]], tuple[Buffer, ...]]", itemgetter(*positions))
+
+
 class ArgBlock:
     """Kernel arguments in place: one 8-byte slot per param and the ``void*`` array that
     ``kernelParams`` points to."""
@@ -87,13 +92,18 @@ class ArgBlock:
             for kind, dtype in zip(kinds, dtypes)
         ]
         self._struct = struct.Struct("<" + "".join(f"{c}{8 - struct.calcsize(c)}x" for c in codes))
-        self._slots = ctypes.create_string_buffer(max(8, self._struct.size))
-        base = ctypes.addressof(self._slots)
+        storage = bytearray(max(8, self._struct.size))
+        # A memoryview packs fastest; the ctypes view pins the storage's address.
+        self._slots = memoryview(storage)
+        self._pinned = (ctypes.c_char * len(storage)).from_buffer(storage)
+        base = ctypes.addressof(self._pinned)
         self._pointers = (ctypes.c_void_p * max(1, len(codes)))(
             *(base + 8 * i for i in range(len(codes)))
         )
         self.address = ctypes.addressof(self._pointers)
         """The ``void**`` to pass as ``kernelParams``."""
+        self._buffers = tuple(i for i, kind in enumerate(kinds) if kind is not ParamKind.VARIABLE)
+        self._only_buffers = len(self._buffers) == len(codes)
         self._rounded = tuple(
             (i, dtype)
             for i, (kind, dtype) in enumerate(zip(kinds, dtypes))
@@ -102,7 +112,12 @@ class ArgBlock:
 
     def pack(self, args: Sequence[Arg]) -> None:
         """Write ``args`` (already checked by ``Program.check_args``) into the slots."""
-        values = [a.handle if isinstance(a, Buffer) else a for a in args]
+        if self._only_buffers:
+            self._struct.pack_into(self._slots, 0, *map(_handle, args))
+            return
+        values: list[Any] = list(args)
+        for i in self._buffers:
+            values[i] = _handle(values[i])
         # f16/bf16 scalars travel as float; round them as the kernel's reference does.
         for i, dtype in self._rounded:
             values[i] = round_to(float(values[i]), dtype)

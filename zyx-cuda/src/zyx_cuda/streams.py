@@ -50,13 +50,12 @@ class Streams:
 
     # ---- the hot path -------------------------------------------------------------------
 
-    def select(
-        self, buffers: Sequence[Hashable], reads: Iterable[Hashable], writes: Iterable[Hashable]
-    ) -> int:
-        """The stream for a command on ``buffers`` (in param order), with its cross-stream
-        waits already enqueued."""
+    def select(self, reads: Sequence[Hashable], writes: Sequence[Hashable]) -> int:
+        """The stream for a command that reads ``reads`` and writes ``writes`` (in param
+        order), with its cross-stream waits already enqueued. The stream is the one that
+        last wrote the first input (the first written buffer if there is no input)."""
         tracker = self.tracker
-        queue = tracker.choose(buffers)
+        queue = tracker.choose(reads or writes)
         waits = tracker.waits(queue, reads, writes)
         if waits:
             self._wait(self.handles[queue], waits)
