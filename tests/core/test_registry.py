@@ -7,9 +7,9 @@ from importlib.metadata import EntryPoint
 
 import pytest
 
-from zyx.errors import PluginError
+from zyx.errors import PluginError, ZyxError
 from zyx.host.pool import HostPool
-from zyx.plugins import ENTRY_POINT_GROUP, Registry, State
+from zyx.plugins import ENTRY_POINT_GROUP, DeviceNameError, Registry, State
 
 HOST = EntryPoint("host", "zyx.host.plugin", ENTRY_POINT_GROUP)
 MISSING = EntryPoint("missing", "zyx_missing_backend.plugin", ENTRY_POINT_GROUP)
@@ -54,8 +54,9 @@ def test_missing_device_index_is_an_error(environ: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("name", ["", "Host", "host:", "host:x", "cuda:-1", ":0"])
 def test_malformed_device_strings_are_refused(environ: dict[str, str], name: str) -> None:
-    with pytest.raises(ValueError, match="is not a device string"):
+    with pytest.raises(DeviceNameError, match="is not a device string") as caught:
         make(environ).device(name)
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, ZyxError)
 
 
 def test_autoload_off_loads_nothing(environ: dict[str, str]) -> None:

@@ -48,7 +48,7 @@ from zyx.config import (
     read_sources,
     validate,
 )
-from zyx.errors import ConfigError, PluginError
+from zyx.errors import ConfigError, PluginError, ZyxError
 from zyx.hookspecs import BackendSpec, ProbeResult
 
 ENTRY_POINT_GROUP = "zyx.backends"
@@ -57,6 +57,10 @@ _log = logging.getLogger("zyx.dev")
 _API = re.compile(r"^(\d+)\.(\d+)$")
 _DEVICE = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 _FALSE = frozenset({"", "0", "false", "no", "off"})
+
+
+class DeviceNameError(ZyxError, ValueError):
+    """A string that is not a device string (``host``, ``cuda``, ``cuda:1``)."""
 
 
 class State(Enum):
@@ -487,7 +491,7 @@ def _parse(name: str) -> tuple[str, int | None]:
     """``"cuda:1"`` to ``("cuda", 1)``; ``"host"`` to ``("host", None)``."""
     match = _DEVICE.match(name)
     if match is None:
-        raise ValueError(f"{name!r} is not a device string such as 'host', 'cuda' or 'cuda:1'")
+        raise DeviceNameError(f"{name!r} is not a device string such as 'host', 'cuda' or 'cuda:1'")
     return match[1], None if match[2] is None else int(match[2])
 
 
