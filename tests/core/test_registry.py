@@ -117,3 +117,17 @@ def test_default_device_from_config_is_an_explicit_request(environ: dict[str, st
     reg = make({**environ, "ZYX_DEFAULT_DEVICE": "missing"}, HOST, MISSING)
     with pytest.raises(PluginError, match="missing"):
         reg.device()
+
+
+def test_backend_names_that_cannot_be_sections_are_quarantined(environ: dict[str, str]) -> None:
+    plugin = EntryPoint("badnames", "zyx_test_badnames", ENTRY_POINT_GROUP)
+    reg = make(environ, HOST, plugin)
+    backends = [b for b in reg.backends() if b.plugin == "badnames"]
+    assert backends[-1].reason == "plugin 'badnames' already provides a backend 'fine'"
+    states = {b.name: (b.state, b.reason) for b in backends[:-1]}
+    assert states["copy"] == (State.QUARANTINED, "the name 'copy' belongs to zyx's own config")
+    assert states["autotune"][0] is State.QUARANTINED
+    assert "not a lowercase identifier" in states["Bad-Name"][1]
+    assert states["fine"] == (State.LOADED, "")
+    assert reg.config.source("fine", "enabled") == "default"
+    assert reg.device("host").backend == "host"

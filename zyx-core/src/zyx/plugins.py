@@ -55,6 +55,7 @@ ENTRY_POINT_GROUP = "zyx.backends"
 
 _log = logging.getLogger("zyx.dev")
 _API = re.compile(r"^(\d+)\.(\d+)$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _DEVICE = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 
@@ -250,7 +251,8 @@ class Registry:
             self._manager.unregister(module)
             record.quarantine(f"zyx_backends() failed: {_describe(error)}", error)
             return
-        record.backends = [self._probe(spec, record.name) for spec in specs]
+        for spec in specs:  # one by one: each name is checked against those before it
+            record.backends.append(self._probe(spec, record))
 
     def _disabled_by(self, plugin: str) -> str:
         """What disables ``plugin`` before it is imported, or ``""``."""
@@ -278,9 +280,9 @@ class Registry:
                 raise TypeError(f"it returned {spec!r}, not a BackendSpec")
         return specs
 
-    def _probe(self, spec: BackendSpec, plugin: str) -> BackendRecord:
+    def _probe(self, spec: BackendSpec, plugin: PluginRecord) -> BackendRecord:
         """A record for ``spec``, quarantined unless its name, config and probe are good."""
-        record = BackendRecord(spec=spec, plugin=plugin)
+        record = BackendRecord(spec=spec, plugin=plugin.name)
         clash = self._name_clash(spec.name, plugin)
         if clash:
             record.quarantine(clash)
@@ -298,10 +300,14 @@ class Registry:
             record.quarantine(record.probe.reason or "its probe found it unavailable")
         return record
 
-    def _name_clash(self, name: str, plugin: str) -> str:
-        if name in CORE_SECTIONS | SCALARS:
+    def _name_clash(self, name: str, plugin: PluginRecord) -> str:
+        """Why ``name`` cannot name a new backend of ``plugin`` (it is a device prefix and a
+        config section), or ``""``."""
+        if not isinstance(name, str) or not _NAME.match(name):
+            return f"its name {name!r} is not a lowercase identifier such as 'cuda'"
+        if name in CORE_SECTIONS | SCALARS or hasattr(BaseModel, name):
             return f"the name {name!r} belongs to zyx's own config"
-        for other in self._plugins or ():
+        for other in [*(self._plugins or ()), plugin]:
             if any(b.name == name for b in other.backends):
                 return f"plugin {other.name!r} already provides a backend {name!r}"
         return ""
