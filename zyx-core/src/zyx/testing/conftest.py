@@ -4,21 +4,16 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from zyx.backend import Buffer, Device, MemoryPool
+from zyx.backend import Device, MemoryPool
 from zyx.dtypes import DType, DTypeCapability
 from zyx.host.pool import HostPool
-from zyx.testing.harness import Outcome, run_elementwise
-from zyx.testing.kernels import LOCAL, Elementwise
-
-Require = Callable[[DType, DTypeCapability], None]
-
-ELEMENTS = 777
-"""Elements of an elementwise batch: not a power of two, several groups, the last partial."""
+from zyx.testing._suite import Allocations, Batches, Require
+from zyx.testing.kernels import LOCAL
 
 
 @pytest.fixture
@@ -61,60 +56,12 @@ def require(zyx_device: Device) -> Require:
     return check
 
 
-class Allocations:
-    """Allocates from one pool; ``release_all`` drops every reference still held."""
-
-    def __init__(self, pool: MemoryPool) -> None:
-        self.pool = pool
-        self.buffers: list[Buffer] = []
-
-    def __call__(self, nbytes: int) -> Buffer:
-        buf = self.pool.allocate(nbytes)
-        self.buffers.append(buf)
-        return buf
-
-    def release_all(self) -> None:
-        for buf in self.buffers:
-            while buf.refcount > 0:
-                self.pool.release(buf)
-
-
 @pytest.fixture
 def alloc(pool: MemoryPool) -> Iterator[Allocations]:
     """Allocates from the device's pool; what the test did not release is released after."""
     allocations = Allocations(pool)
     yield allocations
     allocations.release_all()
-
-
-class Batches:
-    """Elementwise batches of a module: each runs once, on first use, and hands out the
-    outcome of one part per test. A batch that failed fails each of its tests alike."""
-
-    def __init__(self, device: Device, local: int) -> None:
-        self.device = device
-        self.local = local
-        self.done: dict[str, dict[str, Outcome] | Exception] = {}
-
-    def outcome(self, batch: str, parts: Sequence[Elementwise], part: Elementwise) -> Outcome:
-        """``part``'s outcome in ``batch``; skips when the device does not claim its needs."""
-        info = self.device.info
-        missing = [f"{c.name} for {d}" for d, c in part.needs if not info.supports(d, c)]
-        if missing:
-            pytest.skip(f"{self.device.name} does not claim {', '.join(missing)}")
-        if batch not in self.done:
-            rng = np.random.default_rng(zlib.crc32(batch.encode()))
-            supported = [p for p in parts if p.supported(self.device.info)]
-            try:
-                self.done[batch] = run_elementwise(
-                    self.device, batch, supported, ELEMENTS, rng, self.local
-                )
-            except Exception as error:
-                self.done[batch] = error
-        done = self.done[batch]
-        if isinstance(done, Exception):
-            raise done
-        return done[part.name]
 
 
 @pytest.fixture(scope="module")

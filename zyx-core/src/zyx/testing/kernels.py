@@ -135,6 +135,29 @@ def binary(op: BOp, dtype: DType) -> Elementwise:
     )
 
 
+def division_edges(op: BOp, dtype: DType) -> Elementwise:
+    """Integer ``a / b`` or ``a % b`` (``op``) where C is undefined but the IR is not: a
+    zero divisor gives 0, MIN / -1 wraps to MIN and MIN % -1 is 0. Divisors are 0, 1 and
+    (signed) -1; half the dividends of -1 are MIN."""
+    if op not in (BOp.DIV, BOp.MOD) or not dtype.is_int:
+        raise ValueError(f"division_edges is for integer div and mod, not {op.value} on {dtype}")
+    divisors = np.array([0, 1, -1] if dtype.is_signed else [0, 1], dtype.numpy)
+
+    def sample(rng: np.random.Generator, n: int) -> list[Array]:
+        a, b = random(rng, dtype, n), rng.choice(divisors, n)
+        a[(b == -1) & (rng.random(n) < 0.5)] = np.iinfo(dtype.numpy).min
+        return [a, b]
+
+    return Elementwise(
+        name=f"{op.value}_edges_{dtype}",
+        inputs=(dtype, dtype),
+        output=dtype,
+        compute=lambda a, b: a.builder.binary(op, a, b),
+        sample=sample,
+        needs=((dtype, ARITHMETIC),),
+    )
+
+
 def cast(src: DType, dst: DType) -> Elementwise:
     """``out = (dst) x``, on values that ``dst`` can hold (zeros included, for bool)."""
     return Elementwise(

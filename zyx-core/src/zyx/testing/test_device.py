@@ -13,7 +13,7 @@ from zyx.backend import Device, MemoryPool
 from zyx.dtypes import DType, DTypeCapability
 from zyx.ir import BOp
 from zyx.ir.examples import matmul
-from zyx.testing.conftest import Require
+from zyx.testing._suite import Require
 from zyx.testing.harness import Buffers, HostArg, compiled, launch, reference, run
 from zyx.testing.kernels import axpb, binary, elementwise, grid3d, group_sum, positive_prefix_sums
 from zyx.testing.numerics import assert_close, assert_prefix, poisoned, random

@@ -8,7 +8,7 @@ import pytest
 
 from zyx.backend import Device
 from zyx.dtypes import DType, DTypeCapability
-from zyx.testing.conftest import Batches, Require
+from zyx.testing._suite import ELEMENTS, Batches, Require
 from zyx.testing.harness import HostArg, reference, run
 from zyx.testing.kernels import axpb, cast, copy
 from zyx.testing.numerics import assert_close, assert_poison, assert_prefix, poisoned, random
@@ -64,7 +64,7 @@ def test_variable_scalars(
     kind = "float" if dtype.is_float else "signed" if dtype.is_signed else "unsigned"
     (low, high), alpha, beta = _SCALARS[kind]
     kernel = axpb(dtype, local)
-    n = 777
+    n = ELEMENTS
     args: list[HostArg] = [
         random(rng, dtype, n, low, high),
         poisoned(dtype, n + local),

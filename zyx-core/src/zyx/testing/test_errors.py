@@ -15,7 +15,7 @@ from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.host.pool import HostPool
 from zyx.ir import Kernel
-from zyx.testing.conftest import Allocations
+from zyx.testing._suite import Allocations
 from zyx.testing.harness import Buffers
 from zyx.testing.kernels import axpb, local_memory, local_threads
 from zyx.testing.numerics import assert_close, poisoned, random

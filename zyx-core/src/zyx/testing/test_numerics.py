@@ -14,9 +14,9 @@ from zyx.backend import Device
 from zyx.dtypes import DType
 from zyx.ir import BOp, ParamKind, UOp
 from zyx.ir.examples import Example, examples
-from zyx.testing.conftest import Batches
+from zyx.testing._suite import Batches
 from zyx.testing.harness import reference, run
-from zyx.testing.kernels import Elementwise, binary, binary_ops, unary, unary_ops
+from zyx.testing.kernels import Elementwise, binary, binary_ops, division_edges, unary, unary_ops
 from zyx.testing.numerics import assert_close
 
 pytestmark = pytest.mark.zyx_area("numerics")
@@ -40,6 +40,17 @@ def ops(dtype: DType) -> list[Elementwise]:
     """Every unary and binary op on ``dtype``: one batch, one kernel."""
     unaries = [unary(op, dtype) for op in unary_ops(dtype)]
     return unaries + [binary(op, dtype) for op in binary_ops(dtype)]
+
+
+INTEGERS = [d for d in DType if d.is_int]
+
+
+@pytest.mark.parametrize("op", [BOp.DIV, BOp.MOD], ids=lambda op: str(op.value))
+@pytest.mark.parametrize("dtype", INTEGERS, ids=str)
+def test_integer_division_edges(batches: Batches, op: BOp, dtype: DType) -> None:
+    """A zero divisor gives 0 and MIN / -1 wraps: the IR defines what C leaves undefined."""
+    parts = [division_edges(o, d) for d in INTEGERS for o in (BOp.DIV, BOp.MOD)]
+    batches.outcome("division_edges", parts, division_edges(op, dtype)).check()
 
 
 @pytest.mark.parametrize("example", examples(), ids=lambda e: e.name)

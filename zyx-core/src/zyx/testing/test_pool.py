@@ -10,7 +10,7 @@ import pytest
 
 from zyx.backend import Buffer, MemoryPool
 from zyx.host.pool import HostPool
-from zyx.testing.conftest import Allocations
+from zyx.testing._suite import Allocations
 
 pytestmark = pytest.mark.zyx_area("pool")
 

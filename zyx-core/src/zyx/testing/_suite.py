@@ -1,0 +1,72 @@
+"""What the suite's fixtures hand out, for the test modules to name in annotations.
+
+Imports pytest: unlike :mod:`~zyx.testing.kernels`, :mod:`~zyx.testing.numerics` and
+:mod:`~zyx.testing.harness`, this module is only for the suite itself.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pytest
+
+from zyx.backend import Buffer, Device, MemoryPool
+from zyx.dtypes import DType, DTypeCapability
+from zyx.testing.harness import Outcome, run_elementwise
+from zyx.testing.kernels import Elementwise
+
+Require = Callable[[DType, DTypeCapability], None]
+"""``require(dtype, capability)`` skips the test unless the device claims it."""
+
+ELEMENTS = 777
+"""Elements of an elementwise batch: not a power of two, several groups, the last partial."""
+
+
+class Allocations:
+    """Allocates from one pool; ``release_all`` drops every reference still held."""
+
+    def __init__(self, pool: MemoryPool) -> None:
+        self.pool = pool
+        self.buffers: list[Buffer] = []
+
+    def __call__(self, nbytes: int) -> Buffer:
+        buf = self.pool.allocate(nbytes)
+        self.buffers.append(buf)
+        return buf
+
+    def release_all(self) -> None:
+        for buf in self.buffers:
+            while buf.refcount > 0:
+                self.pool.release(buf)
+
+
+class Batches:
+    """Elementwise batches of a module: each runs once, on first use, and hands out the
+    outcome of one part per test. A batch that failed fails each of its tests alike."""
+
+    def __init__(self, device: Device, local: int) -> None:
+        self.device = device
+        self.local = local
+        self.done: dict[str, dict[str, Outcome] | Exception] = {}
+
+    def outcome(self, batch: str, parts: Sequence[Elementwise], part: Elementwise) -> Outcome:
+        """``part``'s outcome in ``batch``; skips when the device does not claim its needs."""
+        info = self.device.info
+        missing = [f"{c.name} for {d}" for d, c in part.needs if not info.supports(d, c)]
+        if missing:
+            pytest.skip(f"{self.device.name} does not claim {', '.join(missing)}")
+        if batch not in self.done:
+            rng = np.random.default_rng(zlib.crc32(batch.encode()))
+            supported = [p for p in parts if p.supported(self.device.info)]
+            try:
+                self.done[batch] = run_elementwise(
+                    self.device, batch, supported, ELEMENTS, rng, self.local
+                )
+            except Exception as error:
+                self.done[batch] = error
+        done = self.done[batch]
+        if isinstance(done, Exception):
+            raise done
+        return done[part.name]
