@@ -15,7 +15,15 @@ from zyx.ir import BOp
 from zyx.ir.examples import matmul
 from zyx.testing._suite import Require
 from zyx.testing.harness import Buffers, HostArg, compiled, launch, reference, run
-from zyx.testing.kernels import axpb, binary, elementwise, grid3d, group_sum, positive_prefix_sums
+from zyx.testing.kernels import (
+    axpb,
+    binary,
+    copy,
+    elementwise,
+    grid3d,
+    group_sum,
+    positive_prefix_sums,
+)
 from zyx.testing.numerics import assert_close, assert_prefix, poisoned, random
 
 pytestmark = pytest.mark.zyx_area("device")
@@ -200,3 +208,27 @@ def test_buffers_released_during_a_launch_stay_alive(
         device.synchronize()
         want = reference(kernel, [x, poisoned(DType.F32, n), 3.0, -1.0, n])[1]
         assert_close(bufs.get(by, DType.F32), want, DType.F32, "result")
+
+
+BUILTIN_NAMES = (
+    "exp", "sqrt", "abs", "memcpy", "printf", "main", "_Bool", "half", "float4",
+    "get_global_id", "barrier", "threadIdx", "atomicAdd",
+)  # fmt: skip
+"""Identifiers taken by C, OpenCL C or CUDA: functions, types, built-in variables."""
+
+
+def test_kernels_may_have_any_identifier_as_name(device: Device, local: int) -> None:
+    """The IR allows any identifier as a kernel's name; a backend must compile and run a
+    kernel whatever its name, also one its language already uses."""
+    x = np.arange(1, 101, dtype=np.float32)
+    failures = []
+    for name in BUILTIN_NAMES:
+        kernel = elementwise(name, [copy(DType.F32)], local)
+        try:
+            out = run(device, kernel, [x, poisoned(DType.F32, 100), 100])[1]
+        except Exception as error:  # every name is tried, and each failure reported
+            failures.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0]}")
+            continue
+        if not np.array_equal(out, x):
+            failures.append(f"{name}: wrong result")
+    assert not failures, "kernels that failed by name:\n" + "\n".join(failures)
