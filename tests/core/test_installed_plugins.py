@@ -4,8 +4,10 @@ tests/plugins live in one throwaway venv, and each test runs Python there."""
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
-from conftest import PluginVenv
+if TYPE_CHECKING:  # a runtime import of 'conftest' is ambiguous when pytest runs all of tests/
+    from conftest import PluginVenv
 
 STATES = """
 import json, sys
