@@ -1,7 +1,7 @@
 """``zyx.conformance``: the suite run in process, counted per contract area.
 
 Most tests run a small suite of their own, written to a temporary folder, whose outcomes
-are known; one runs the real suite's pool area against the host backend.
+are known; the command's test runs the real suite's pool area against the host backend.
 """
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
 import zyx.plugins
+from zyx.cli import app
 from zyx.conformance import NO_AREA, Outcome, Report, Result, run
 from zyx.plugins import ENTRY_POINT_GROUP, Registry
 
@@ -139,8 +141,17 @@ def test_an_unusable_backend_is_a_usage_error_with_the_reason(tmp_path: Path) ->
 
 
 @pytest.mark.usefixtures("host_registry")
-def test_the_real_suite_certifies_the_host_pool() -> None:
-    report = run("host", ["-k", "test_pool"])
-    assert report.ok, report.output
-    assert set(report.counts()) == {"pool"}
-    assert report.counts()["pool"][Outcome.PASSED] > 0
+def test_the_command_certifies_the_host_pool_with_the_real_suite() -> None:
+    done = CliRunner().invoke(app, ["conformance", "host", "--", "-k", "test_pool"])
+    assert done.exit_code == 0, done.stdout
+    rows = [" ".join(line.replace("│", " ").split()) for line in done.stdout.splitlines()]
+    pool = next(row for row in rows if row.startswith("pool "))
+    assert int(pool.split()[1]) > 0 and pool.split()[2:] == ["0", "0"]
+    assert not any(row.startswith(("device ", "dtype ")) for row in rows), "-k reached pytest"
+
+
+@pytest.mark.usefixtures("host_registry")
+def test_the_command_exits_with_pytests_status() -> None:
+    done = CliRunner().invoke(app, ["conformance", "tpu"], env={"COLUMNS": "200"})
+    assert done.exit_code == pytest.ExitCode.USAGE_ERROR
+    assert "no backend 'tpu' is installed" in done.stdout

@@ -1,4 +1,5 @@
-"""The ``zyx`` command: ``devices``, ``doctor``, ``config show``, ``config validate``, ``check``.
+"""The ``zyx`` command: ``devices``, ``doctor``, ``config show``, ``config validate``, ``check``,
+``conformance``.
 
 A user error (bad config, unusable backend) prints one message in red and exits 1, never
 a traceback; a traceback means a bug in zyx or a plugin.
@@ -199,6 +200,31 @@ def check(
     from zyx.check import run
 
     raise typer.Exit(run(backend))
+
+
+@app.command()
+@user_errors
+def conformance(
+    backend: Annotated[str, typer.Argument(help="device to certify: example, opencl, cuda:1, ...")],
+    pytest_args: Annotated[
+        list[str] | None, typer.Argument(help="after --, passed to pytest: -- -k dtype -x")
+    ] = None,
+) -> None:
+    """Run the conformance suite against a backend; results per contract area.
+
+    Exits with pytest's status: 0 only when no test failed.
+    """
+    try:
+        from zyx.conformance import run
+    except ModuleNotFoundError as error:
+        if error.name != "pytest":
+            raise
+        raise ZyxError(
+            "zyx conformance runs the suite with pytest: pip install 'zyx-core[test]'"
+        ) from None
+    report = run(backend, pytest_args or ())
+    out.print(report.renderable())
+    raise typer.Exit(report.exit_code)
 
 
 def _bytes(n: int) -> str:
