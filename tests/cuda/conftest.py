@@ -30,6 +30,13 @@ def gpu() -> None:
 
 
 @pytest.fixture(scope="session")
+def no_gpu() -> None:
+    """Skips the test where a CUDA GPU works (it tests life without one)."""
+    if driver_problem() is None:
+        pytest.skip("a working NVIDIA driver is present")
+
+
+@pytest.fixture(scope="session")
 def device(gpu: None) -> Iterator[object]:
     """``cuda:0`` with the default 8 streams."""
     from zyx_cuda.device import CudaDevice

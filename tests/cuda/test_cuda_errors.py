@@ -8,7 +8,6 @@ import sys
 import textwrap
 
 import pytest
-from conftest import driver_problem
 
 pytestmark = pytest.mark.cuda
 
@@ -27,8 +26,7 @@ def run_python(code: str, **env: str) -> str:
     return result.stdout
 
 
-@pytest.mark.skipif(driver_problem() is None, reason="a working NVIDIA driver is present")
-def test_without_a_driver_cuda_is_quarantined_and_the_host_works() -> None:
+def test_without_a_driver_cuda_is_quarantined_and_the_host_works(no_gpu: None) -> None:
     out = run_python(
         """
         import zyx

@@ -8,7 +8,7 @@ from typing import Any
 
 from cuda.bindings import driver
 
-from zyx.backend import Arg, Device, DeviceInfo, Program, Recording
+from zyx.backend import Arg, Device, DeviceInfo, Program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel, check_limits
@@ -16,6 +16,7 @@ from zyx_cuda.codegen import CudaDialect
 from zyx_cuda.compiler import Compiler
 from zyx_cuda.context import Context
 from zyx_cuda.errors import check
+from zyx_cuda.graphs import GraphRecording
 from zyx_cuda.pool import CudaPool
 from zyx_cuda.program import CudaProgram, KernelProgram
 from zyx_cuda.streams import Streams
@@ -103,9 +104,7 @@ class CudaDevice(Device):
         self.context.activate()
         self.streams.synchronize()
 
-    def record(self) -> Recording:
-        from zyx_cuda.graphs import GraphRecording
-
+    def record(self) -> GraphRecording:
         return GraphRecording(self)
 
 

@@ -56,6 +56,7 @@ class GraphRecording(Recording):
 
     def __init__(self, device: CudaDevice) -> None:
         super().__init__(device)
+        self._graph: Any = None
         self._exec: Any = None
         self._nodes: list[Any] = []
         self._edges: list[tuple[int, ...]] = []
@@ -102,19 +103,20 @@ class GraphRecording(Recording):
         streams.commit(queue, self._reads, self._writes)
 
     def _build(self) -> None:
+        """Create the graph's nodes and instantiate it. The template graph is kept: its
+        node handles are what ``set_node`` updates in the instantiated graph."""
         self._edges = dependencies(self.launches)
-        graph = check(ErrorStatus.KERNEL_LAUNCH, "cuGraphCreate", driver.cuGraphCreate(0))
-        try:
-            self._nodes = []
-            for (program, args), after in zip(self.launches, self._edges):
-                assert isinstance(program, CudaProgram)
-                deps = [self._nodes[j] for j in after]
-                self._nodes.append(program.add_node(graph, deps, args))
-            self._exec = check(
-                ErrorStatus.KERNEL_LAUNCH, "cuGraphInstantiate", driver.cuGraphInstantiate(graph, 0)
-            )
-        finally:
-            driver.cuGraphDestroy(graph)
+        self._graph = check(ErrorStatus.KERNEL_LAUNCH, "cuGraphCreate", driver.cuGraphCreate(0))
+        self._nodes = []
+        for (program, args), after in zip(self.launches, self._edges):
+            assert isinstance(program, CudaProgram)
+            deps = [self._nodes[j] for j in after]
+            self._nodes.append(program.add_node(self._graph, deps, args))
+        self._exec = check(
+            ErrorStatus.KERNEL_LAUNCH,
+            "cuGraphInstantiate",
+            driver.cuGraphInstantiate(self._graph, 0),
+        )
         self._rebound.clear()
         self._collect_accesses()
 
@@ -144,8 +146,11 @@ class GraphRecording(Recording):
         self._buffers = self._reads + self._writes
 
     def _discard(self) -> None:
-        """Drop the instantiated graph; in-flight replays finish (the driver frees it then)."""
+        """Drop the graph; in-flight replays finish (the driver frees it after them)."""
+        self.device.context.activate()
         if self._exec is not None:
-            self.device.context.activate()
             driver.cuGraphExecDestroy(self._exec)
             self._exec = None
+        if self._graph is not None:
+            driver.cuGraphDestroy(self._graph)
+            self._graph = None

@@ -35,6 +35,8 @@ _log = logging.getLogger("zyx.mem")
 class CudaPool(MemoryPool):
     """The memory of one CUDA device."""
 
+    exact_free_bytes = True
+
     def __init__(self, name: str, context: Context, streams: Streams) -> None:
         self.name = name
         self.context = context
