@@ -1,6 +1,6 @@
 """Development sessions: one per backend, plus lint, typecheck and demo.
 
-``nox`` runs the sessions CI runs (core, opencl, cuda, lint, typecheck); ``nox -s cudnn``
+``nox`` runs the sessions CI runs (core, opencl, cuda, example, lint, typecheck); ``nox -s cudnn``
 or ``nox -s demo`` run the others. Each session installs only the distributions it tests,
 so a test that imports a backend it did not install fails loudly.
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "opencl", "cuda", "lint", "typecheck"]
+nox.options.sessions = ["core", "opencl", "cuda", "example", "lint", "typecheck"]
 
 CORE = "./zyx-core[test]"
 CONFORMANCE = Path(__file__).parent / "zyx-core" / "src" / "zyx" / "testing"
@@ -60,6 +60,17 @@ def cudnn(session: nox.Session) -> None:
     """zyx-cudnn with zyx-cuda."""
     session.install(CORE, "./zyx-cuda", "./zyx-cudnn")
     session.run("pytest", "tests/cudnn", *session.posargs)
+
+
+@nox.session
+def example(session: nox.Session) -> None:
+    """The out-of-tree example backend as a third party ships it: built from its own
+    pyproject into a venv that holds only zyx-core, certified by the conformance suite,
+    and type-checked with its own settings."""
+    session.install(CORE, "./examples/zyx-example-backend", "mypy")
+    conformance(session, "example")
+    session.chdir("examples/zyx-example-backend")
+    session.run("mypy")
 
 
 @nox.session
