@@ -29,6 +29,7 @@ from zyx.testing.numerics import assert_close, assert_prefix, poisoned, random
 pytestmark = pytest.mark.zyx_area("device")
 
 ARITHMETIC = DTypeCapability.ARITHMETIC
+STORAGE = DTypeCapability.STORAGE
 
 
 def test_info_describes_a_device(device: Device) -> None:
@@ -40,9 +41,10 @@ def test_info_describes_a_device(device: Device) -> None:
     assert isinstance(device.pool, MemoryPool)
 
 
-def test_group_count_follows_a_variable(device: Device, local: int) -> None:
+def test_group_count_follows_a_variable(device: Device, local: int, require: Require) -> None:
     """``ceil(n / local)`` groups for each ``n``: every element below ``n`` is written,
     none past it."""
+    require(DType.F32, ARITHMETIC)
     kernel = axpb(DType.F32, local)
     rng = np.random.default_rng(1)
     with compiled(device, kernel) as program:
@@ -74,9 +76,10 @@ def test_work_group_tree_reduction(
             assert_prefix(got[1], want[1], dtype, groups, f"group sums, n={n}")
 
 
-def test_tiled_matmul(device: Device, rng: np.random.Generator) -> None:
+def test_tiled_matmul(device: Device, rng: np.random.Generator, require: Require) -> None:
     """2-D groups of 2-D work-items, tiles in local memory, barriers inside a loop; no size
     is a multiple of the tile."""
+    require(DType.F32, ARITHMETIC)
     example = matmul(37, 45, 29, tile=8)
     args = example.arguments(rng)
     got = run(device, example.kernel, args)
@@ -101,7 +104,8 @@ def test_loop_and_if_with_register_accumulator(
     assert_prefix(got[1], reference(kernel, args)[1], dtype, rows, "row sums")
 
 
-def test_three_axis_groups(device: Device, rng: np.random.Generator) -> None:
+def test_three_axis_groups(device: Device, rng: np.random.Generator, require: Require) -> None:
+    require(DType.I32, ARITHMETIC)
     shape, local = (5, 10, 13), (4, 2, 2)
     kernel = grid3d(shape, local)
     size = shape[0] * shape[1] * shape[2]
@@ -111,9 +115,10 @@ def test_three_axis_groups(device: Device, rng: np.random.Generator) -> None:
 
 
 def test_launch_timed_drains_then_times(
-    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator, require: Require
 ) -> None:
     """``launch_timed`` returns positive nanoseconds, after earlier launches it depends on."""
+    require(DType.F32, ARITHMETIC)
     n = 5000
     x = random(rng, DType.F32, n)
     kernel = axpb(DType.F32, local)
@@ -127,7 +132,10 @@ def test_launch_timed_drains_then_times(
         assert_close(bufs.get(bz, DType.F32), z, DType.F32, "timed launch after a launch")
 
 
-def test_release_then_compile_again(device: Device, local: int, rng: np.random.Generator) -> None:
+def test_release_then_compile_again(
+    device: Device, local: int, rng: np.random.Generator, require: Require
+) -> None:
+    require(DType.F32, ARITHMETIC)
     kernel = axpb(DType.F32, local)
     n = 1000
     args: list[HostArg] = [random(rng, DType.F32, n), poisoned(DType.F32, n), 0.75, 2.0, n]
@@ -140,10 +148,11 @@ def test_release_then_compile_again(device: Device, local: int, rng: np.random.G
 
 
 def test_recording_replays_with_rebound_arguments(
-    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator, require: Require
 ) -> None:
     """Replays read the buffers' current contents; ``set_arg`` rebinds a buffer and a
     scalar; every replay gives the right result."""
+    require(DType.F32, ARITHMETIC)
     n = 3000
     add, scale = elementwise("add_f32", [binary(BOp.ADD, DType.F32)], local), axpb(DType.F32, local)
     a, b, b2, a2 = (random(rng, DType.F32, n) for _ in range(4))
@@ -166,10 +175,11 @@ def test_recording_replays_with_rebound_arguments(
 
 
 def test_dependent_launches_in_sequence(
-    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator, require: Require
 ) -> None:
     """Forty launches over five buffers, each reading what earlier ones wrote and
     overwriting what earlier ones read: every hazard a multi-queue scheduler must order."""
+    require(DType.U32, ARITHMETIC)
     n = 4099
     add = elementwise("add_u32", [binary(BOp.ADD, DType.U32)], local)
     scale = axpb(DType.U32, local)
@@ -191,10 +201,11 @@ def test_dependent_launches_in_sequence(
 
 
 def test_buffers_released_during_a_launch_stay_alive(
-    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator, require: Require
 ) -> None:
     """A buffer released right after a launch that reads it is freed only once the launch
     is done: new buffers written at once cannot change the result."""
+    require(DType.F32, ARITHMETIC)
     n = 1 << 18
     x = random(rng, DType.F32, n)
     kernel = axpb(DType.F32, local)
@@ -217,9 +228,12 @@ BUILTIN_NAMES = (
 """Identifiers taken by C, OpenCL C or CUDA: functions, types, built-in variables."""
 
 
-def test_kernels_may_have_any_identifier_as_name(device: Device, local: int) -> None:
+def test_kernels_may_have_any_identifier_as_name(
+    device: Device, local: int, require: Require
+) -> None:
     """The IR allows any identifier as a kernel's name; a backend must compile and run a
     kernel whatever its name, also one its language already uses."""
+    require(DType.F32, STORAGE)
     x = np.arange(1, 101, dtype=np.float32)
     failures = []
     for name in BUILTIN_NAMES:

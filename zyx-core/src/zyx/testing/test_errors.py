@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from zyx.backend import Arg, Buffer, Device, MemoryPool, Program
-from zyx.dtypes import DType
+from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.host.pool import HostPool
 from zyx.ir import Kernel
@@ -189,6 +189,8 @@ N = 1000
 def program(zyx_device: Device, local: int) -> Iterator[Program]:
     """``axpb`` in f32: params ``x`` (buffer), ``y`` (buffer), ``alpha``, ``beta`` (f32
     scalars), ``n`` (i64 scalar)."""
+    if not zyx_device.info.supports(DType.F32, DTypeCapability.ARITHMETIC):
+        pytest.skip(f"{zyx_device.name} does not claim ARITHMETIC for f32")
     program = zyx_device.compile(axpb(DType.F32, local))
     yield program
     zyx_device.release(program)

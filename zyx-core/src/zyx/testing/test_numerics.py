@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from zyx.backend import Device
-from zyx.dtypes import DType
-from zyx.ir import BOp, ParamKind, UOp
+from zyx.dtypes import DType, DTypeCapability
+from zyx.errors import IRError
+from zyx.ir import BOp, ParamKind, UOp, check_limits
 from zyx.ir.examples import Example, examples
 from zyx.testing._suite import Batches
 from zyx.testing.harness import reference, run
@@ -20,6 +21,8 @@ from zyx.testing.kernels import Elementwise, binary, binary_ops, division_edges,
 from zyx.testing.numerics import assert_close
 
 pytestmark = pytest.mark.zyx_area("numerics")
+
+ARITHMETIC = DTypeCapability.ARITHMETIC
 
 
 @pytest.mark.parametrize(
@@ -56,9 +59,13 @@ def test_integer_division_edges(batches: Batches, op: BOp, dtype: DType) -> None
 @pytest.mark.parametrize("example", examples(), ids=lambda e: e.name)
 def test_example(device: Device, example: Example) -> None:
     """The kernels ``zyx check`` runs, each output compared with the reference."""
-    missing = [d for d in example.dtypes if not device.info.supports(d)]
+    missing = sorted(str(d) for d in example.dtypes if not device.info.supports(d, ARITHMETIC))
     if missing:
-        pytest.skip(f"{device.name} does not claim storage for {missing}")
+        pytest.skip(f"{device.name} does not claim ARITHMETIC for {', '.join(missing)}")
+    try:
+        check_limits(example.kernel, device.info)
+    except IRError as error:
+        pytest.skip(f"the example is too big for the device: {error}")
     args = example.arguments(np.random.default_rng(11))
     got, want = run(device, example.kernel, args), reference(example.kernel, args)
     params = example.kernel.params
