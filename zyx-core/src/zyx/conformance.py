@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import textwrap
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from zyx.testing.plugin import AREAS
 
 SUITE = ("--pyargs", "zyx.testing")
 """What pytest collects by default: the conformance suite shipped in zyx-core."""
+
+MESSAGE_CHARS = 300
+"""Failure messages are cut to this length: the table is a summary; pytest -x shows all."""
 
 NO_AREA = "(no area)"
 """The area of a test without a ``zyx_area`` marker, or of a module that failed to import."""
@@ -129,7 +133,7 @@ class _Collector:
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
-            message = _first_line(str(report.longrepr))
+            message = _message(report.longrepr)
             self._results[report.nodeid] = Result(report.nodeid, NO_AREA, Outcome.FAILED, message)
 
     @pytest.hookimpl
@@ -146,7 +150,7 @@ class _Collector:
     @staticmethod
     def _result(report: pytest.TestReport, area: str) -> Result | None:
         if report.failed:
-            message = _crash_message(report)
+            message = _message(report.longrepr)
             if report.when != "call":
                 message = f"error in {report.when}: {message}"
             return Result(report.nodeid, area, Outcome.FAILED, message)
@@ -160,9 +164,11 @@ class _Collector:
 _RANK = {Outcome.PASSED: 0, Outcome.SKIPPED: 1, Outcome.FAILED: 2}
 
 
-def _crash_message(report: pytest.TestReport) -> str:
-    crash = getattr(report.longrepr, "reprcrash", None)
-    return _first_line(crash.message if crash is not None else str(report.longrepr))
+def _message(longrepr: object) -> str:
+    """The exception's message (not the traceback), on one line and at most 300 characters."""
+    crash = getattr(longrepr, "reprcrash", None)
+    text = crash.message if crash is not None else str(longrepr)
+    return textwrap.shorten(text, MESSAGE_CHARS, placeholder=" …")
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -171,10 +177,6 @@ def _skip_reason(report: pytest.TestReport) -> str:
     # A skip's longrepr is (path, line, "Skipped: reason").
     reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
     return reason.removeprefix("Skipped: ")
-
-
-def _first_line(text: str) -> str:
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _area_order(area: str) -> tuple[int, str]:
@@ -197,6 +199,7 @@ def _skip_table(skipped: Iterable[Result]) -> Table:
 
 def _failure_table(failed: Iterable[Result]) -> Table:
     table = Table("area", "test", "failure", title="failed", title_justify="left")
+    table.columns[1].overflow = "fold"  # a test id is only useful whole
     for result in sorted(failed, key=lambda r: _area_order(r.area)):
         table.add_row(result.area, result.test, Text(result.message, style="red"))
     return table
