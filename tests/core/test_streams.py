@@ -21,6 +21,15 @@ def test_unknown_input_goes_to_least_loaded_queue() -> None:
     assert t.choose([]) == 2
 
 
+def test_without_a_written_input_an_outputs_writer_keeps_its_queue() -> None:
+    t: DependencyTracker[str] = DependencyTracker(4)
+    t.commit(3, "w", [], ["out"])
+    assert t.choose(["fresh"], ["other", "out"]) == 3
+    assert t.waits(3, ["fresh"], ["other", "out"]) == []  # ordered by the queue itself
+    t.commit(1, "w2", [], ["in"])
+    assert t.choose(["in"], ["out"]) == 1, "the first input's writer comes first"
+
+
 def test_read_after_write_on_another_queue_waits() -> None:
     t: DependencyTracker[str] = DependencyTracker(2)
     t.commit(0, "write-a", [], ["a"])
@@ -57,7 +66,7 @@ def test_random_schedule_respects_every_hazard() -> None:
     for cmd in range(2000):
         reads = set(rng.sample(names, rng.randint(0, 3)))
         writes = set(rng.sample(names, rng.randint(1, 2)))
-        queue = t.choose(sorted(reads))
+        queue = t.choose(sorted(reads), sorted(writes))
         waits = set(t.waits(queue, reads, writes))
         after: set[int] = set()
         for earlier, (q, _, _) in enumerate(history):

@@ -1,9 +1,9 @@
 """Multi-queue dependency tracking, shared by every backend with several in-order queues.
 
 zyx 0.17's OpenCL scheduling, made backend-agnostic: a command goes to the queue that last
-wrote its first input, else to the least-loaded queue; read-after-write, write-after-write
-and write-after-read hazards against *other* queues become waits. Commands on one queue
-are ordered by the queue itself and need no waits.
+wrote its first input (else one of its outputs), else to the least-loaded queue;
+read-after-write, write-after-write and write-after-read hazards against *other* queues
+become waits. Commands on one queue are ordered by the queue itself and need no waits.
 
 The tracker deals in tokens: whatever a backend uses to name a completed point on a queue
 (an OpenCL event, a CUDA stream sequence number). It never touches native handles.
@@ -43,10 +43,17 @@ class DependencyTracker(Generic[T]):
         """Commands submitted to each queue since it was last known idle."""
         self._access: dict[Hashable, _Access[T]] = {}
 
-    def choose(self, reads: Sequence[Hashable]) -> int:
-        """The queue that last wrote the first input, else the least-loaded queue."""
+    def choose(self, reads: Sequence[Hashable], writes: Sequence[Hashable] = ()) -> int:
+        """The queue that last wrote the first input; else the queue that last wrote one of
+        the outputs (its order then puts this write after that one without a wait); else
+        the least-loaded queue."""
+        access_map = self._access
         if reads:
-            access = self._access.get(reads[0])
+            access = access_map.get(reads[0])
+            if access is not None and access.writer_queue >= 0:
+                return access.writer_queue
+        for buf in writes:
+            access = access_map.get(buf)
             if access is not None and access.writer_queue >= 0:
                 return access.writer_queue
         load = self.load

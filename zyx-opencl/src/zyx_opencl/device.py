@@ -13,7 +13,8 @@ the ones the kernel last ran with.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any, cast
 
 import numpy as np
@@ -106,6 +107,16 @@ _SCALAR_DTYPES = {
 """Scalar arguments whose OpenCL type differs from their numpy dtype (``value_type``)."""
 
 
+def _picker(positions: tuple[int, ...]) -> Callable[[Sequence[Arg]], tuple[Arg, ...]]:
+    """A fast ``lambda args: tuple(args[i] for i in positions)``."""
+    if not positions:
+        return lambda args: ()
+    if len(positions) == 1:
+        (i,) = positions
+        return lambda args: (args[i],)
+    return itemgetter(*positions)
+
+
 class OpenCLProgram(Program):
     """A built kernel: the ``cl.Kernel`` with the arguments it last ran with, and its
     global size (work-items per axis, as OpenCL counts them)."""
@@ -116,8 +127,10 @@ class OpenCLProgram(Program):
         """Deleted by ``OpenCLDevice.release``."""
         kinds = self.param_kinds
         self.buffer_positions = tuple(i for i, k in enumerate(kinds) if k is not ParamKind.VARIABLE)
-        self.read_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL)
-        self.write_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL_MUT)
+        self.reads = _picker(tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL))
+        """The buffers a launch reads, from its arguments."""
+        self.writes = _picker(tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL_MUT))
+        """The buffers a launch writes (and may read), from its arguments."""
         # pyopencl packs scalars by these dtypes in one call (set_arg one by one costs µs).
         cl_kernel.set_scalar_arg_dtypes([
             None if kind is not ParamKind.VARIABLE else _SCALAR_DTYPES.get(dtype, dtype.numpy)
@@ -139,16 +152,18 @@ class OpenCLProgram(Program):
         return static if static is not None else self._work(self.groups(args))
 
     def _work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
+        x, y, z = groups
+        mx, my, mz = self._max_groups
+        if 0 < x <= mx and 0 < y <= my and 0 < z <= mz:
+            lx, ly, lz = self.local_size
+            return (x * lx, y * ly, z * lz)
         if 0 in groups:
             return None
-        if not all(0 < g <= limit for g, limit in zip(groups, self._max_groups)):
-            raise BackendError(
-                ErrorStatus.KERNEL_LAUNCH,
-                f"{self.name}: {groups} work-groups, outside {self.device.name}'s limits "
-                f"of 1..{self._max_groups} per axis",
-            )
-        x, y, z = self.local_size
-        return (groups[0] * x, groups[1] * y, groups[2] * z)
+        raise BackendError(
+            ErrorStatus.KERNEL_LAUNCH,
+            f"{self.name}: {groups} work-groups, outside {self.device.name}'s limits "
+            f"of 1..{self._max_groups} per axis",
+        )
 
     def bind(self, args: tuple[Arg, ...]) -> None:
         """Set all of the kernel's arguments (one pyopencl call)."""
@@ -163,6 +178,8 @@ class Launch(Command):
     """One kernel launch: the program, its arguments and its global size."""
 
     __slots__ = ("program", "args", "work")
+    status = ErrorStatus.KERNEL_SYNC
+    done = None
 
     def __init__(
         self, program: OpenCLProgram, args: tuple[Arg, ...], work: tuple[int, int, int]
@@ -170,10 +187,8 @@ class Launch(Command):
         self.program = program
         self.args = args
         self.work = work
-        self.reads = [args[i] for i in program.read_positions]
-        self.writes = [args[i] for i in program.write_positions]
-        self.status = ErrorStatus.KERNEL_SYNC
-        self.done = None
+        self.reads = program.reads(args)
+        self.writes = program.writes(args)
 
     def enqueue(self, queue: cl.CommandQueue, wait_for: list[cl.Event] | None) -> cl.Event:
         program = self.program
@@ -191,6 +206,7 @@ class OpenCLDevice(Device):
     """One OpenCL device with its own context, queues, pool and compiler."""
 
     backend = "opencl"
+    pool: OpenCLPool
 
     def __init__(self, index: int, device: cl.Device, *, queues: int, window: int) -> None:
         self.index = index

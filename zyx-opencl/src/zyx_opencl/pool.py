@@ -33,7 +33,7 @@ _log = logging.getLogger("zyx.mem")
 class Copy(Command):
     """One ``cl.enqueue_copy`` from ``src`` to ``dst`` (cl.Buffers or host arrays)."""
 
-    __slots__ = ("dst", "src", "options")
+    __slots__ = ("status", "done", "dst", "src", "options")
 
     def __init__(
         self,

@@ -55,9 +55,10 @@ _STATUS_NAMES = {
 
 class Command:
     """One unit of work for a queue: the buffers it reads and writes, the status its
-    failure reports, and ``done``, an action to run once it completed (or failed)."""
+    failure reports, and ``done``, an action to run once it completed (or failed).
+    A subclass defines ``status`` and ``done`` as slots or as class attributes."""
 
-    __slots__ = ("reads", "writes", "status", "done")
+    __slots__ = ("reads", "writes")
 
     reads: Sequence[Hashable]
     writes: Sequence[Hashable]
@@ -205,7 +206,7 @@ class Scheduler:
         enqueue failed (the error is kept, or raised when ``raising``)."""
         tracker = self.tracker
         reads, writes = command.reads, command.writes
-        queue = tracker.choose(reads or writes)
+        queue = tracker.choose(reads, writes)
         waits = tracker.waits(queue, reads, writes)
         try:
             event = command.enqueue(self.queues[queue], waits or None)

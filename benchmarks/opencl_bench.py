@@ -1,0 +1,343 @@
+"""zyx-opencl side by side with raw pyopencl, in one run on one OpenCL device.
+
+    python benchmarks/opencl_bench.py --platform NVIDIA          # full size, on the GPU
+    python benchmarks/opencl_bench.py --platform 0 --size-mib 64 # small, on PoCL
+
+Writes ``opencl_bench.json`` and ``opencl_bench.md`` to ``--out`` (default ``$OUT``, else
+the current folder) and prints the markdown.
+
+1. Elementwise add, f32, 3 buffers of ``--size-mib`` (two read, one written): IR kernels
+   (work-items adding 1 to 8 elements ``local`` apart) through ``Device.launch_timed`` vs
+   the same OpenCL C source built with the same options and enqueued by raw pyopencl.
+   Both timed by OpenCL event profiling of one launch; TB/s counts bytes read + written.
+2. Host overhead of one launch of an empty kernel: the host time of a burst of
+   ``--launches`` launches, per launch, drained (untimed) between bursts. Raw pyopencl:
+   ``enqueue_nd_range_kernel`` with the arguments set once, without and with a
+   ``clFlush`` per 100 commands (zyx's window), and the idiomatic ``kernel(queue, ...)``
+   call that sets the arguments each time. zyx: ``Device.launch`` with the window of 100
+   and with a window of 1 (each command enqueued and flushed at once).
+3. Throughput of ``--launches`` small independent kernels (add of ``--small`` elements
+   into 64 rotating outputs): wall time of launching all and synchronizing, 8 queues vs 1.
+
+Every number is the median of ``--repeats`` runs after warm-up, on random data. Math mode:
+the seed's build options (``-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from zyx.dtypes import DType
+from zyx.ir import INDEX, Kernel, KernelBuilder, ParamKind, ceil_div
+from zyx_opencl.compiler import BUILD_OPTIONS
+from zyx_opencl.config import OpenCLSection
+from zyx_opencl.device import OpenCLDevice, open_devices
+
+Row = dict[str, Any]
+ADD_VARIANTS = [(1, 256), (4, 256), (8, 256), (4, 512), (4, 1024)]
+"""(elements per work-item, work-items per group) of the add kernels."""
+
+
+def median_of(run: Callable[[], float], repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        run()
+    return statistics.median(run() for _ in range(repeats))
+
+
+# ---- kernels --------------------------------------------------------------------------------
+
+
+def add_kernel(per_item: int, local: int) -> Kernel:
+    """``c = a + b`` in f32; a work-item adds ``per_item`` elements ``local`` apart, so each
+    load of a group is contiguous and a work-item has ``2 * per_item`` loads in flight."""
+    kb = KernelBuilder(f"add_{per_item}x{local}")
+    a, b = kb.param(DType.F32), kb.param(DType.F32)
+    c = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    n = kb.variable(INDEX, "n")
+    base = kb.group(0, ceil_div(n, per_item * local)) * (per_item * local) + kb.local(0, local)
+    with kb.loop(per_item) as j:
+        i = base + j * local
+        with kb.if_(i < n):
+            c[i] = a[i] + b[i]
+    return kb.build()
+
+
+def empty_kernel() -> Kernel:
+    kb = KernelBuilder("empty")
+    kb.param(DType.F32)
+    return kb.build()
+
+
+# ---- 1. bandwidth ---------------------------------------------------------------------------
+
+
+def bandwidth(dev: OpenCLDevice, size_mib: int, repeats: int) -> list[Row]:
+    pool = dev.pool
+    n = size_mib * (1 << 20) // 4
+    rng = np.random.default_rng(0)
+    bufs = [pool.allocate(4 * n) for _ in range(3)]
+    x, y = (rng.random(n, dtype=np.float32) for _ in range(2))
+    pool.write(bufs[0], x)
+    pool.write(bufs[1], y)
+    rows = []
+    for per_item, local in ADD_VARIANTS:
+        if local <= dev.info.max_local_threads:
+            case = f"add f32 3 x {size_mib} MiB, {per_item}/item x {local}"
+            zyx_s, raw_s = add_seconds(dev, add_kernel(per_item, local), bufs, n, repeats)
+            check_sum(dev, bufs[2], x, y)
+            for label, seconds in (("zyx Device.launch_timed", zyx_s), ("raw pyopencl", raw_s)):
+                rows.append(_row("bandwidth", case, label, 3 * 4 * n / seconds / 1e12, "TB/s"))
+    for buf in bufs:
+        pool.release(buf)
+    dev.synchronize()
+    return rows
+
+
+def add_seconds(
+    dev: OpenCLDevice, kernel: Kernel, bufs: list[Any], n: int, repeats: int
+) -> tuple[float, float]:
+    """Device seconds of one launch of ``kernel``: through zyx, and through raw pyopencl
+    with the same source and build options, both by event profiling."""
+    program = dev.compile(kernel)
+    args = [*bufs, n]
+    zyx_s = median_of(lambda: dev.launch_timed(program, args) * 1e-9, repeats)
+    context = dev.pool.context
+    source = dev.dialect.render(kernel)
+    raw = cl.Kernel(cl.Program(context, source.code).build(list(BUILD_OPTIONS)), source.name)
+    raw.set_args(*(buf.handle for buf in bufs), np.int64(n))
+    queue = cl.CommandQueue(context, dev.cl_device, cl.command_queue_properties.PROFILING_ENABLE)
+    work = program.work(args)
+    assert work is not None
+
+    def raw_once() -> float:
+        event = cl.enqueue_nd_range_kernel(queue, raw, work, program.local_size)
+        event.wait()
+        return float(event.profile.end - event.profile.start) * 1e-9
+
+    return zyx_s, median_of(raw_once, repeats)
+
+
+def check_sum(dev: OpenCLDevice, c: Any, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> None:
+    """Compare the first and last MiB of ``c`` with ``x + y`` (a full read takes long)."""
+    chunk = min(x.size, 1 << 18)
+    for start in (0, x.size - chunk):
+        out = np.empty(chunk, np.float32)
+        dev.pool.read(c, out, 4 * start)
+        np.testing.assert_array_equal(out, x[start : start + chunk] + y[start : start + chunk])
+
+
+# ---- 2. launch overhead ---------------------------------------------------------------------
+
+
+def launch_overhead(devices: dict[str, OpenCLDevice], launches: int, repeats: int) -> list[Row]:
+    """Host µs per launch of an empty kernel, for zyx's devices and raw pyopencl."""
+    runners: dict[str, tuple[Callable[[], None], Callable[[], None]]] = {}
+    for label, dev in devices.items():
+        program = dev.compile(empty_kernel())
+        buf = dev.pool.allocate(64)
+        runners[label] = (partial_launch(dev, program, [buf]), dev.synchronize)
+    dev = next(iter(devices.values()))
+    context, cl_device = dev.pool.context, dev.cl_device
+    queue = cl.CommandQueue(context, cl_device)
+    source = dev.dialect.render(empty_kernel())
+    kernel = cl.Kernel(cl.Program(context, source.code).build(list(BUILD_OPTIONS)), source.name)
+    handle = cl.Buffer(context, cl.mem_flags.READ_WRITE, 64)
+    kernel.set_args(handle)
+    enqueue, one = cl.enqueue_nd_range_kernel, (1,)
+
+    def raw() -> None:
+        enqueue(queue, kernel, one, one)
+
+    flushes = iter(range(1 << 62))
+
+    def raw_flushed() -> None:
+        enqueue(queue, kernel, one, one)
+        if next(flushes) % 100 == 99:
+            queue.flush()
+
+    def idiomatic() -> None:
+        kernel(queue, one, one, handle)
+
+    runners["raw enqueue_nd_range_kernel, args preset"] = (raw, queue.finish)
+    runners["raw enqueue_nd_range_kernel + clFlush / 100"] = (raw_flushed, queue.finish)
+    runners["raw kernel(queue, ...), args set each call"] = (idiomatic, queue.finish)
+
+    def burst(launch: Callable[[], None], drain: Callable[[], None]) -> float:
+        start = time.perf_counter()
+        for _ in range(launches):
+            launch()
+        elapsed = time.perf_counter() - start
+        drain()
+        return elapsed / launches * 1e6
+
+    times: dict[str, list[float]] = {label: [] for label in runners}
+    for launch, drain in runners.values():
+        burst(launch, drain)  # warm-up
+    for _ in range(repeats):  # interleaved, so drifts of a shared machine hit all alike
+        for label, (launch, drain) in runners.items():
+            times[label].append(burst(launch, drain))
+    return [
+        _row("launch", "empty kernel, host time", label, statistics.median(ts), "µs")
+        for label, ts in times.items()
+    ]
+
+
+def partial_launch(dev: OpenCLDevice, program: Any, args: list[Any]) -> Callable[[], None]:
+    launch = dev.launch
+    return lambda: launch(program, args)
+
+
+# ---- 3. throughput --------------------------------------------------------------------------
+
+
+def throughput(
+    devices: dict[str, OpenCLDevice], launches: int, small: int, repeats: int
+) -> list[Row]:
+    case = f"{launches} x add of {small} f32, 64 outputs"
+    return [
+        _row(
+            "throughput",
+            case,
+            label,
+            launches / small_kernels(dev, launches, small, repeats),
+            "kernels/s",
+        )
+        for label, dev in devices.items()
+    ]
+
+
+def small_kernels(dev: OpenCLDevice, launches: int, small: int, repeats: int) -> float:
+    """Wall seconds to launch ``launches`` independent adds and synchronize."""
+    rng = np.random.default_rng(1)
+    pool = dev.pool
+    program = dev.compile(add_kernel(1, 256))
+    a, b = pool.allocate(4 * small), pool.allocate(4 * small)
+    pool.write(a, rng.random(small, dtype=np.float32))
+    pool.write(b, rng.random(small, dtype=np.float32))
+    outs = [pool.allocate(4 * small) for _ in range(64)]
+
+    def run() -> float:
+        start = time.perf_counter()
+        for j in range(launches):
+            dev.launch(program, [a, b, outs[j % 64], small])
+        dev.synchronize()
+        return time.perf_counter() - start
+
+    seconds = median_of(run, repeats, warmup=1)
+    for buf in (a, b, *outs):
+        pool.release(buf)
+    dev.synchronize()
+    return seconds
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+
+def _row(benchmark: str, case: str, implementation: str, value: float, unit: str) -> Row:
+    return {
+        "benchmark": benchmark,
+        "case": case,
+        "implementation": implementation,
+        "value": value,
+        "unit": unit,
+    }
+
+
+def environment(dev: OpenCLDevice) -> dict[str, str]:
+    cpu = "unknown CPU"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        found = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
+        cpu = found[1] if found else cpu
+    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
+    cl_device = dev.cl_device
+    return {
+        "date": date,
+        "device": f"{dev.info.name} ({cl_device.platform.name}, {cl_device.platform.version})",
+        "driver": cl_device.driver_version,
+        "cpu": f"{cpu}, {os.cpu_count()} cores",
+        "python": f"{platform.python_version()}, pyopencl {cl.VERSION_TEXT}, "
+        f"numpy {np.__version__}",
+        "math": " ".join(BUILD_OPTIONS),
+    }
+
+
+def markdown(env: dict[str, str], rows: list[Row]) -> str:
+    lines = [f"- {key}: {value}" for key, value in env.items()]
+    lines += ["", "| benchmark | case | implementation | value |", "|---|---|---|---:|"]
+    for r in rows:
+        value = (
+            f"{r['value']:.3g} {r['unit']}"
+            if r["value"] < 1e4
+            else f"{r['value']:,.0f} {r['unit']}"
+        )
+        lines.append(f"| {r['benchmark']} | {r['case']} | {r['implementation']} | {value} |")
+    return "\n".join(lines) + "\n"
+
+
+def pick(platform_arg: str, device_index: int, **fields: Any) -> OpenCLDevice:
+    """The device ``device_index`` of the platform named by index or name substring."""
+    platforms = cl.get_platforms()
+    matches = [
+        i
+        for i, p in enumerate(platforms)
+        if platform_arg == str(i) or platform_arg.lower() in p.name.lower()
+    ]
+    if not matches:
+        names = ", ".join(f"{i}: {p.name}" for i, p in enumerate(platforms))
+        raise SystemExit(f"no platform {platform_arg!r}; there are {names}")
+    section = OpenCLSection(platform_ids=[matches[0]], **fields)
+    return open_devices(section)[device_index]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--platform", default="0", help="platform index or name substring")
+    parser.add_argument("--device", type=int, default=0, help="device index in the platform")
+    parser.add_argument("--size-mib", type=int, default=1024, help="MiB per add buffer")
+    parser.add_argument("--launches", type=int, default=10_000)
+    parser.add_argument("--small", type=int, default=1 << 14, help="elements per small kernel")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = parser.parse_args()
+
+    def device(**fields: Any) -> OpenCLDevice:
+        return pick(args.platform, args.device, **fields)
+
+    dev = device()
+    rows = bandwidth(dev, args.size_mib, args.repeats)
+    rows += launch_overhead(
+        {"zyx Device.launch, window 100": dev, "zyx Device.launch, window 1": device(window=1)},
+        args.launches,
+        args.repeats,
+    )
+    rows += throughput(
+        {"zyx, 8 queues": dev, "zyx, 1 queue": device(queues=1)},
+        args.launches,
+        args.small,
+        args.repeats,
+    )
+    env = environment(dev)
+    report = markdown(env, rows)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "opencl_bench.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=2))
+    (out / "opencl_bench.md").write_text(report)
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
