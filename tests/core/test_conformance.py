@@ -98,7 +98,7 @@ def test_outcomes_are_counted_per_area(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("host_registry")
 def test_each_skip_and_failure_says_why_in_one_line(tmp_path: Path) -> None:
     results = by_test(run_sample(tmp_path))
-    assert results["test_fails"].message == "AssertionError: one is not two"
+    assert results["test_fails"].message == "AssertionError: one is not two assert 1 == 2"
     assert results["test_skips[f16]"].message == "host has no f16 math"
     assert results["test_teardown_fails"].outcome is Outcome.FAILED
     assert (
@@ -117,7 +117,7 @@ def test_rendering_shows_counts_grouped_skips_and_failures(tmp_path: Path) -> No
     assert "pool 1 1 0" in lines and "total 2 2 3" in lines
     assert "dtype 2 host has no f16 math" not in lines, "each distinct reason is its own row"
     assert "dtype 1 host has no f16 math" in lines and "dtype 1 host has no bf16 math" in lines
-    assert any("test_fails AssertionError: one is not two" in line for line in lines)
+    assert any("test_fails AssertionError: one is not two assert 1 == 2" in line for line in lines)
 
 
 @pytest.mark.usefixtures("host_registry")
