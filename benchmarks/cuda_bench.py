@@ -115,7 +115,7 @@ def elementwise(device: Any, torch: Any, cupy: Any) -> list[Row]:
 
     for per_thread, local in [(1, 256), (4, 256), (8, 256), (8, 512), (16, 256)]:
         program = device.compile(add_kernel(per_thread, local))
-        ns = median_of(lambda p=program: device.launch_timed(p, [a, b, c, N]), 20)
+        ns = median_of(lambda: float(device.launch_timed(program, [a, b, c, N])), 20)  # noqa: B023
         tc.zero_()
         device.launch(program, [a, b, c, N])
         device.synchronize()
@@ -343,9 +343,14 @@ def environment() -> dict[str, str]:
 
     from zyx_cuda.compiler import nvrtc_version
 
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
+        "unknown",
+    )
     return {
         "date": subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip(),
         "gpu, driver": smi,
+        "cpu": f"{cpu}, {os.cpu_count()} threads",
         "python": sys.version.split()[0],
         "cuda-bindings": cuda.bindings.__version__,
         "nvrtc": ".".join(map(str, nvrtc_version())),

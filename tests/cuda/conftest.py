@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
 from zyx.errors import BackendError
+
+if TYPE_CHECKING:
+    from zyx_cuda.device import CudaDevice
 
 
 def driver_problem() -> str | None:
@@ -37,7 +41,7 @@ def no_gpu() -> None:
 
 
 @pytest.fixture(scope="session")
-def device(gpu: None) -> Iterator[object]:
+def device(gpu: None) -> Iterator[CudaDevice]:
     """``cuda:0`` with the default 8 streams."""
     from zyx_cuda.device import CudaDevice
 

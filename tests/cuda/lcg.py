@@ -38,4 +38,5 @@ def lcg_model(a: np.ndarray, b: np.ndarray, k: int) -> np.ndarray:
         step_mul, step_add = (step_mul * step_mul) & MASK, (step_mul * step_add + step_add) & MASK
         k >>= 1
     x = a.astype(np.uint64) * mul + add
-    return ((x + b) & MASK).astype(np.uint32)
+    result: np.ndarray = ((x + b) & MASK).astype(np.uint32)
+    return result

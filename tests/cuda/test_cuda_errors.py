@@ -6,8 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from zyx_cuda.device import CudaDevice
 
 pytestmark = pytest.mark.cuda
 
@@ -76,25 +80,25 @@ def test_an_illegal_address_surfaces_at_the_next_read(gpu: None) -> None:
 
 
 @pytest.mark.gpu
-def test_bad_arguments_are_errors_before_any_native_call(device: object) -> None:
+def test_bad_arguments_are_errors_before_any_native_call(device: CudaDevice) -> None:
     import numpy as np
     from lcg import lcg_kernel
 
     from zyx.errors import BackendError, ErrorStatus
 
-    pool, program = device.pool, device.compile(lcg_kernel())  # type: ignore[attr-defined]
+    pool, program = device.pool, device.compile(lcg_kernel())
     a = pool.allocate(16)
     with pytest.raises(BackendError) as caught:
-        device.launch(program, [a, a, a, 1.5, 4])  # type: ignore[attr-defined]
+        device.launch(program, [a, a, a, 1.5, 4])
     assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
     with pytest.raises(BackendError) as caught:
-        device.launch(program, [a, a, a, 1 << 70, 4])  # type: ignore[attr-defined]
+        device.launch(program, [a, a, a, 1 << 70, 4])
     assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
     with pytest.raises(BackendError):
         pool.write(a, np.zeros(5, np.int32))
     pool.release(a)
     with pytest.raises(BackendError):
-        device.launch(program, [a, a, a, 1, 4])  # type: ignore[attr-defined]
+        device.launch(program, [a, a, a, 1, 4])
     device.release(program)
 
 
@@ -110,7 +114,10 @@ def test_device_ids_select_devices(gpu: None) -> None:
     with pytest.raises(BackendError) as caught:
         open_cuda(CudaSection(device_ids=[99]))
     assert caught.value.status is ErrorStatus.DEVICE_ENUMERATION
+    from zyx_cuda.device import CudaDevice
+
     (device,) = open_cuda(CudaSection(device_ids=[0], queues=3))
+    assert isinstance(device, CudaDevice)
     assert device.name == "cuda:0" and len(device.streams.handles) == 3
     info = device.info
     assert info.compute_capability is not None and info.warp_size == 32

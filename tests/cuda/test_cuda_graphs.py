@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from lcg import lcg_kernel, lcg_model
 
+from zyx.backend import Buffer, Scalar
 from zyx.dtypes import DType
 from zyx.errors import BackendError
 from zyx.ir import Param, ParamKind
@@ -20,7 +21,7 @@ pytestmark = [pytest.mark.cuda, pytest.mark.gpu]
 N = 100_000
 
 
-def read(device: CudaDevice, buf: object) -> np.ndarray:
+def read(device: CudaDevice, buf: Buffer) -> np.ndarray:
     out = np.empty(N, np.uint32)
     device.pool.read(buf, out)
     return out
@@ -73,7 +74,7 @@ def test_a_library_program_inside_a_recording(device: CudaDevice) -> None:
 
     from zyx_cuda.library import LibraryProgram
 
-    def fill(stream: int, pointers: list[int], scalars: list[object]) -> None:
+    def fill(stream: int, pointers: list[int], scalars: list[Scalar]) -> None:
         (result,) = driver.cuMemsetD32Async(pointers[0], scalars[0], N, stream)
         assert not result
 

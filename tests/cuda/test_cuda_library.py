@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from lcg import lcg_kernel, lcg_model
 
+from zyx.backend import Scalar
 from zyx.dtypes import DType
 from zyx.ir import Param, ParamKind
 
@@ -26,9 +27,9 @@ def test_library_call_is_scheduled_like_a_kernel(
 
     from zyx_cuda.library import LibraryProgram
 
-    calls: list[tuple[int, list[int], list[object]]] = []
+    calls: list[tuple[int, list[int], list[Scalar]]] = []
 
-    def fill(stream: int, pointers: list[int], scalars: list[object]) -> None:
+    def fill(stream: int, pointers: list[int], scalars: list[Scalar]) -> None:
         calls.append((stream, pointers, scalars))
         (result,) = driver.cuMemsetD32Async(pointers[0], scalars[0], scalars[1], stream)
         assert not result

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# zyx-cuda on the lent H200: its tests, the conformance suite against it, the benchmark.
+# Run from the repository root on the device machine (carry .whl); logs and results in $OUT.
+source scripts/gpu-prelude.sh || exit 1
+set -o pipefail
+export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
+step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
+  timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"; echo "== $name: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s"; }
+step cuda-tests 240 python3 -m pytest tests/cuda -q -rs -p no:cacheprovider
+step cuda-conformance 180 python3 -m pytest --pyargs zyx.testing --zyx-backend cuda -q -p no:cacheprovider
+step cuda-bench 200 python3 benchmarks/cuda_bench.py
