@@ -6,6 +6,6 @@ set -o pipefail
 export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
 step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
   timeout "$limit" "$@" 2>&1 | tee "$OUT/$name.log"; echo "== $name: exit ${PIPESTATUS[0]}, $((SECONDS - start)) s"; }
-step cuda-tests 240 python3 -m pytest tests/cuda -q -rs -p no:cacheprovider
-step cuda-conformance 180 python3 -m pytest --pyargs zyx.testing --zyx-backend cuda -q -p no:cacheprovider
-step cuda-bench 200 python3 benchmarks/cuda_bench.py
+step cuda-tests 150 python3 -m pytest tests/cuda -q -rs -p no:cacheprovider
+step cuda-conformance 120 python3 -m pytest --pyargs zyx.testing --zyx-backend cuda -q -p no:cacheprovider
+step cuda-bench 150 python3 benchmarks/cuda_bench.py
