@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,11 @@ import zyx.host.device as host_device
 from zyx.codegen.c import Source
 from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus
+from zyx.host.codegen import HostDialect
 from zyx.host.compiler import HostCompiler, Toolchain, toolchain
 from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
-from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage, ceil_div
+from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage, Value, ceil_div
 from zyx.ir.examples import examples, saxpy
 from zyx.ir.interpreter import interpret
 from zyx.testing.harness import reference, run
@@ -257,3 +258,44 @@ def test_device_info(device: HostDevice) -> None:
     assert info.preferred_vector_size in (16, 32, 64)
     assert info.compute > 0 and info.global_mem_size == device.pool.capacity
     assert info.supports(DType.BF16) and info.supports(DType.F16)
+
+
+def bounds_checked(index: str, local: int = 64) -> Kernel:
+    """``out[i] = x[i] + 1`` under ``if (i < n)``, with ``i`` written as ``index`` says."""
+    kb = KernelBuilder("bounds")
+    x = kb.param(DType.F32)
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    n = kb.variable()
+    base, item = kb.group(0, ceil_div(n, local)) * local, kb.local(0, local)
+    i = INDEX_FORMS[index](base, item)
+    loaded = x[i]  # a load before the check: it may run for every item or only below n
+    with kb.if_(i < n):
+        out[i] = loaded + 1.0
+    return kb.build()
+
+
+INDEX_FORMS: dict[str, Callable[[Value, Value], Value]] = {
+    "base+item": lambda base, item: base + item,
+    "item+base": lambda base, item: item + base,
+    "(base+item)*1": lambda base, item: (base + item) * 1,
+}
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    ("index", "guarded"), [("base+item", True), ("item+base", True), ("(base+item)*1", False)]
+)
+def test_a_trailing_bounds_check_becomes_the_loop_bound(
+    device: HostDevice, index: str, guarded: bool
+) -> None:
+    kernel = bounds_checked(index)
+    code = HostDialect().render(kernel).code
+    assert ("l0 < end" in code) is guarded
+    assert ("if (v" in code) is not guarded
+    rng = np.random.default_rng(8)
+    for n in (1, 63, 64, 200):
+        size = 2 * n + 64
+        x = random(rng, DType.F32, size)
+        out = run(device, kernel, [x, poisoned(DType.F32, size), n])[1]
+        assert np.array_equal(out[:n], x[:n] + np.float32(1))
+        assert np.isnan(out[n:]).all()  # the items past the bound stored nothing

@@ -23,6 +23,7 @@ from zyx.codegen.c import CDialect, Source, sanitize
 from zyx.dtypes import DType
 from zyx.host.phases import GroupLoop, Hoisted, Phase, Schedule, Step, schedule
 from zyx.ir.ops import (
+    BOp,
     Cast,
     Const,
     Define,
@@ -167,6 +168,13 @@ class HostDialect(CDialect):
     def function(self, name: str, dtype: DType) -> str:
         return name if dtype is DType.F64 else f"{name}f"
 
+    def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+        if op is BOp.MAX and dtype.is_float:
+            # fmax (a NaN operand loses) as a select: x86 has no vector fmax, and compilers
+            # leave a loop that calls fmax unvectorized.
+            return f"({b} != {b} || {a} > {b} ? {a} : {b})"
+        return super().binary(op, a, b, dtype)
+
     # ---- the kernel's frame -------------------------------------------------------------
 
     def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
@@ -260,19 +268,27 @@ class HostDialect(CDialect):
 
     def phase(self, kernel: Kernel, phase: Phase, out: _Lines) -> None:
         """One loop over the group's work-items running ``phase``'s ops."""
-        local = kernel.local_size
+        bounds = [str(size) for size in kernel.local_size]
+        guard, dropped = phase.guard, (-1, -1)
+        if guard is not None:
+            # Items past the bounds check skip the whole phase: stop the loop there.
+            end = f"end{guard.ref}"
+            start = f" - {self.expr(kernel, guard.offset)}" if guard.offset is not None else ""
+            out.add(f"int64_t {end} = {self.expr(kernel, guard.limit)}{start};")
+            out.add(f"if ({end} > {bounds[0]}) {end} = {bounds[0]};")
+            bounds[0], dropped = end, (guard.ref, phase.stop - 1)  # the If and its EndIf
         for axis in reversed(self._local_axes):
-            out.add(f"for (int64_t l{axis} = 0; l{axis} < {local[axis]}; ++l{axis})")
+            out.add(f"for (int64_t l{axis} = 0; l{axis} < {bounds[axis]}; ++l{axis})")
         out.add("{", +1)
         if self._schedule.spilled:
-            out.add(f"const int64_t lid = {_flat_local(self._local_axes, local)};")
+            out.add(f"const int64_t lid = {_flat_local(self._local_axes, kernel.local_size)};")
         for ref, op in enumerate(kernel.ops):
             if isinstance(op, Range) and op.scope is Scope.LOCAL:
                 out.add(self.render_op(kernel, ref))
         for ref in range(phase.start, phase.stop):
             op = kernel.ops[ref]
             skip = ref in self._schedule.group_level or isinstance(op, (Param, Range))
-            if skip or (ref in self._schedule.spilled and isinstance(op, Define)):
+            if skip or ref in dropped or (ref in self._schedule.spilled and isinstance(op, Define)):
                 continue
             closes = isinstance(op, (EndLoop, EndIf))
             opens = isinstance(op, (Loop, If))

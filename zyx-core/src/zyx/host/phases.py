@@ -12,6 +12,9 @@ What runs once per group rather than per work-item:
 - pure ops (cast, unary, binary) at that level whose operands are group-uniform:
   hoisting them is what lets a barrier loop's trip count be computed, and saves work.
 
+A phase that ends in a bounds check ``if (l0 + offset < limit)`` runs its items of axis 0
+only up to ``limit - offset`` instead (see ``Guard``).
+
 A per-item value or register ``Define`` used in a phase other than the one defining it is
 *spilled*: it becomes an array with one entry per work-item of the group.
 """
@@ -25,6 +28,7 @@ from zyx.errors import IRError
 from zyx.ir.ops import (
     Barrier,
     Binary,
+    BOp,
     Cast,
     Const,
     Define,
@@ -51,6 +55,22 @@ class Phase:
 
     start: Ref
     stop: Ref
+    nodes: list[Ref] = field(default_factory=list)
+    """The top-level ops and blocks (by their opening op), in order."""
+    guard: Guard | None = None
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The phase ends in ``If`` ``ref`` whose condition is ``l0 + offset < limit`` (``offset``
+    and ``limit`` group-uniform, ``offset`` may be absent), and nothing before it has a
+    side effect or a later use: the work-items of axis 0 can stop at ``limit - offset``
+    and the ``If`` goes. This is the bounds check of elementwise kernels; without it, the
+    compiler would need masked vector loads and stores, and often gives up."""
+
+    ref: Ref
+    offset: Ref | None
+    limit: Ref
 
 
 @dataclass
@@ -69,6 +89,9 @@ class Hoisted:
 
 
 Step: TypeAlias = "Phase | GroupLoop | Hoisted"
+
+_PURE = (Cast, Unary, Binary, Load)
+"""Ops whose only effect is their value."""
 
 
 @dataclass
@@ -105,7 +128,10 @@ class _Scheduler:
             if _is_group_range(op) or (isinstance(op, Define) and op.storage is Storage.LOCAL):
                 self.group_level.add(ref)
         steps = self.scope(0, len(self.ops))
-        return Schedule(steps, frozenset(self.group_level), frozenset(self.spills()))
+        spilled = self.spills()
+        for phase in _phases(steps):
+            phase.guard = self.guard(phase, spilled)
+        return Schedule(steps, frozenset(self.group_level), frozenset(spilled))
 
     def _barrier_loops(self) -> set[Ref]:
         """Loops with a barrier anywhere inside (the verifier keeps barriers out of Ifs)."""
@@ -148,6 +174,7 @@ class _Scheduler:
                 end = self.ends.get(ref, ref) + 1
                 for inner in range(ref, end):
                     self.phase_of[inner] = self.phases
+                phase.nodes.append(ref)
                 phase.stop, ref = end, end
         return steps
 
@@ -172,6 +199,30 @@ class _Scheduler:
             return op.a in self.uniform and op.b in self.uniform
         return False
 
+    def guard(self, phase: Phase, spilled: set[Ref]) -> Guard | None:
+        """The phase's bounds check, if it has the form ``Guard`` describes."""
+        *before, last = phase.nodes
+        op = self.ops[last]
+        if not isinstance(op, If) or any(
+            r in spilled or not isinstance(self.ops[r], _PURE) for r in before
+        ):
+            return None
+        cond = self.ops[op.cond]
+        if not (isinstance(cond, Binary) and cond.op is BOp.CMPLT and cond.b in self.uniform):
+            return None
+        if self.is_item_axis0(cond.a):
+            return Guard(last, None, cond.b)
+        index = self.ops[cond.a]
+        if isinstance(index, Binary) and index.op is BOp.ADD:
+            for item, offset in ((index.a, index.b), (index.b, index.a)):
+                if self.is_item_axis0(item) and offset in self.uniform:
+                    return Guard(last, offset, cond.b)
+        return None
+
+    def is_item_axis0(self, ref: Ref) -> bool:
+        op = self.ops[ref]
+        return isinstance(op, Range) and op.scope is Scope.LOCAL and op.axis == 0
+
     def spills(self) -> set[Ref]:
         spilled: set[Ref] = set()
         for user, op in enumerate(self.ops):
@@ -181,6 +232,17 @@ class _Scheduler:
                 if home is not None and phase is not None and home != phase:
                     spilled.add(used)
         return spilled
+
+
+def _phases(steps: list[Step]) -> list[Phase]:
+    """Every phase in ``steps``, also inside group loops."""
+    found: list[Phase] = []
+    for step in steps:
+        if isinstance(step, Phase):
+            found.append(step)
+        elif isinstance(step, GroupLoop):
+            found += _phases(step.steps)
+    return found
 
 
 def _is_group_range(op: object) -> bool:
