@@ -1,0 +1,109 @@
+"""The conformance suite fails on broken backends: each fault of ``faulty_backend`` makes
+the tests that guard against it fail, and the same tests pass on the unbroken device."""
+
+from __future__ import annotations
+
+import os
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+
+import zyx.plugins
+import zyx.testing
+from zyx.conformance import Outcome, Report, run
+from zyx.plugins import ENTRY_POINT_GROUP, Registry
+
+FAULTY = EntryPoint("faulty", "faulty_backend", ENTRY_POINT_GROUP)
+SUITE = Path(zyx.testing.__file__).parent
+
+pytestmark = pytest.mark.usefixtures("faulty")
+
+CAUGHT_BY = {
+    "sub computes add": [
+        "test_numerics.py::test_binary[sub-f32]",
+        "test_numerics.py::test_binary[sub-i32]",
+    ],
+    "exp computes exp2": [
+        "test_numerics.py::test_unary[exp-f32]",
+        "test_numerics.py::test_unary[exp-f64]",
+    ],
+    "less-than computes greater-or-equal": [
+        "test_numerics.py::test_binary[cmplt-f32]",
+        "test_numerics.py::test_binary[cmplt-u8]",
+    ],
+    "half the groups": [
+        "test_device.py::test_group_count_follows_a_variable",
+        "test_dtypes.py::test_cast[i32-f32]",
+    ],
+    "barriers dropped": [
+        "test_device.py::test_work_group_tree_reduction[f32]",
+        "test_device.py::test_tiled_matmul",
+    ],
+    "every 7th launch skipped": ["test_device.py::test_dependent_launches_in_sequence"],
+    "launch_timed returns 0": ["test_device.py::test_launch_timed_drains_then_times"],
+    "set_arg ignored": ["test_device.py::test_recording_replays_with_rebound_arguments"],
+    "limits unenforced": [
+        "test_errors.py::test_local_size_over_the_limit_is_refused",
+        "test_errors.py::test_local_memory_over_the_limit_is_refused",
+    ],
+    "arguments unchecked": [
+        "test_errors.py::test_bad_launch_arguments_are_refused[launch-too many]",
+        "test_errors.py::test_bad_launch_arguments_are_refused[record-buffer of another pool]",
+    ],
+    "reads ignore the offset": ["test_pool.py::test_partial_read_returns_that_range[5-17]"],
+    "writes ignore the offset": [
+        "test_pool.py::test_write_at_offset_changes_only_that_range[13-1000]"
+    ],
+    "copies do nothing": [
+        "test_pool.py::test_copy_within_the_pool",
+        "test_pool.py::test_copy_from_the_host_pool",
+    ],
+    "out of memory raises MemoryError": [
+        "test_errors.py::test_out_of_memory_leaves_the_pool_usable"
+    ],
+    "free bytes drift": ["test_pool.py::test_free_bytes_follow_allocations"],
+    "release frees at once": ["test_pool.py::test_retained_buffer_lives_until_its_last_release"],
+    "ranges unchecked": [
+        "test_errors.py::test_write_out_of_range_is_refused[4096-4]",
+        "test_errors.py::test_read_out_of_range_is_refused[-1-4]",
+    ],
+}
+"""Each fault, and tests of the suite that must fail on it."""
+
+
+@pytest.fixture
+def faulty(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The process registry replaced by one holding only ``faulty_backend``, importable
+    from this folder, in an environment without zyx variables or config file."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("ZYX_")}
+    environ.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [FAULTY]))
+
+
+def run_suite(fault: str, tests: list[str]) -> Report:
+    """The suite's ``tests`` (``module::test id``) on the faulty device with ``fault``."""
+    zyx.plugins.configure(faulty={"fault": fault})
+    return run("faulty", suite=[str(SUITE / test) for test in tests])
+
+
+@pytest.mark.parametrize("fault", list(CAUGHT_BY))
+def test_the_suite_fails_on(fault: str) -> None:
+    report = run_suite(fault, CAUGHT_BY[fault])
+    failed = {_id(r.test) for r in report.with_outcome(Outcome.FAILED)}
+    missed = [test for test in CAUGHT_BY[fault] if test not in failed]
+    assert not missed, f"{fault!r} went unnoticed by {missed}:\n{report.output}"
+
+
+def test_the_same_tests_pass_without_a_fault() -> None:
+    tests = sorted({test for tests in CAUGHT_BY.values() for test in tests})
+    report = run_suite("", tests)
+    passed = {_id(r.test) for r in report.with_outcome(Outcome.PASSED)}
+    assert passed >= set(tests), report.output
+
+
+def _id(nodeid: str) -> str:
+    """``module::test id`` of a node id, whatever path it starts with."""
+    path, _, test = nodeid.partition("::")
+    return f"{Path(path).name}::{test}"
