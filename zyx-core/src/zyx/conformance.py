@@ -35,6 +35,9 @@ NO_AREA = "(no area)"
 
 
 class Outcome(Enum):
+    """A test's outcome: an error in its setup or teardown fails it; an expected failure
+    (xfail) counts as a skip, with its reason."""
+
     PASSED = "passed"
     FAILED = "failed"
     SKIPPED = "skipped"
