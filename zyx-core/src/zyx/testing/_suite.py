@@ -1,4 +1,4 @@
-"""What the suite's fixtures hand out, for the test modules to name in annotations.
+"""The objects the suite's fixtures hand out, which the test modules also annotate with.
 
 Imports pytest: unlike :mod:`~zyx.testing.kernels`, :mod:`~zyx.testing.numerics` and
 :mod:`~zyx.testing.harness`, this module is only for the suite itself.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
+from types import TracebackType
 
 import numpy as np
 import pytest
@@ -49,7 +50,8 @@ class Batches:
     def __init__(self, device: Device, local: int) -> None:
         self.device = device
         self.local = local
-        self.done: dict[str, dict[str, Outcome] | Exception] = {}
+        self.done: dict[str, dict[str, Outcome]] = {}
+        self.failed: dict[str, tuple[Exception, TracebackType | None]] = {}
 
     def outcome(self, batch: str, parts: Sequence[Elementwise], part: Elementwise) -> Outcome:
         """``part``'s outcome in ``batch``; skips when the device does not claim its needs."""
@@ -57,16 +59,16 @@ class Batches:
         missing = [f"{c.name} for {d}" for d, c in part.needs if not info.supports(d, c)]
         if missing:
             pytest.skip(f"{self.device.name} does not claim {', '.join(missing)}")
-        if batch not in self.done:
+        if batch not in self.done and batch not in self.failed:
             rng = np.random.default_rng(zlib.crc32(batch.encode()))
-            supported = [p for p in parts if p.supported(self.device.info)]
+            supported = [p for p in parts if p.supported(info)]
             try:
                 self.done[batch] = run_elementwise(
                     self.device, batch, supported, ELEMENTS, rng, self.local
                 )
             except Exception as error:
-                self.done[batch] = error
-        done = self.done[batch]
-        if isinstance(done, Exception):
-            raise done
-        return done[part.name]
+                self.failed[batch] = (error, error.__traceback__)
+        if batch in self.failed:
+            failure, traceback = self.failed[batch]
+            raise failure.with_traceback(traceback)
+        return self.done[batch][part.name]

@@ -34,8 +34,10 @@ def host_pool() -> HostPool:
 
 @pytest.fixture
 def rng(request: pytest.FixtureRequest) -> np.random.Generator:
-    """Random numbers seeded by the test's id: reproducible, whatever runs before."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+    """Random numbers seeded by the test's module and name: reproducible wherever the suite
+    is installed, whatever ran before."""
+    seed = f"{request.node.module.__name__}::{request.node.name}"
+    return np.random.default_rng(zlib.crc32(seed.encode()))
 
 
 @pytest.fixture(scope="session")
