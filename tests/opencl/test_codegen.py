@@ -5,7 +5,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import read
+from opencl_support import read
 
 from zyx.dtypes import DType
 from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage

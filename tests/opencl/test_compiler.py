@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyopencl as cl
 import pytest
-from conftest import add_kernel
+from opencl_support import add_kernel
 
 from zyx.codegen import Source
 from zyx.errors import BackendError, ErrorStatus

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from conftest import add_kernel, open_all, read
+from opencl_support import add_kernel, open_all, read
 
 from zyx.backend import Buffer
 from zyx.dtypes import DType, DTypeCapability

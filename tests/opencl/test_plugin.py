@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DEVICES, PROBE, open_all
+from opencl_support import DEVICES, PROBE, open_all
 
 from zyx.errors import BackendError, ErrorStatus
 from zyx.hookspecs import BackendSpec

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import open_all, read
+from opencl_support import open_all, read
 
 from zyx.backend import Buffer
 from zyx.disk import DiskPool

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 import pytest
-from conftest import add_kernel, open_all, read
+from opencl_support import add_kernel, open_all, read
 
 from zyx.backend import Buffer
 from zyx.dtypes import DType
@@ -198,8 +198,8 @@ def busy_kernel() -> Kernel:
     return kb.build()
 
 
-def test_the_window_is_enqueued_when_full() -> None:
-    dev = open_all(window=10)[0]
+def test_the_window_is_enqueued_when_full(device: OpenCLDevice) -> None:
+    dev = open_all(window=10)[device.index]
     program = dev.compile(add_kernel())
     bufs = [dev.pool.allocate(256) for _ in range(3)]
     for k in range(1, 10):
