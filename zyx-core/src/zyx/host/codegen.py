@@ -1,9 +1,9 @@
 """The host C dialect: a kernel becomes one C function over all its work-groups.
 
-The entry point is ``void NAME(void* const* args, int32_t nthreads)``: ``args[i]`` points to
-param ``i``'s buffer, or to its scalar value for a ``Variable``. One pointer array keeps the
-ctypes call cheap (the device fills it in place per launch). ``nthreads`` is the OpenMP
-team size; 0 means OpenMP's default.
+The entry point is ``void zyx_kernel_NAME(void* const* args, int32_t nthreads)``:
+``args[i]`` points to param ``i``'s buffer, or to its scalar value for a ``Variable``. One
+pointer array keeps the ctypes call cheap (the device fills it in place per launch).
+``nthreads`` is the OpenMP team size; 0 means OpenMP's default.
 
 Work-groups are loops spread over threads by ``#pragma omp parallel for collapse(n)
 schedule(static)``: one contiguous chunk of groups per thread. Inside a group, work-items
@@ -204,7 +204,8 @@ class HostDialect(CDialect):
         """The kernel as host C; raises IRError where a barrier loop's trip count varies."""
         self._schedule = schedule(kernel)
         self._local_axes = _axes(kernel, Scope.LOCAL)
-        name = sanitize(kernel.name)
+        # Prefixed: a kernel may be named like a C library function (exp, memcpy).
+        name = f"zyx_kernel_{sanitize(kernel.name)}"
         out = _Lines()
         out.add(self.signature(kernel, name, []) + " {", +1)
         self.unpack_params(kernel, out)
