@@ -194,7 +194,7 @@ class HostDialect(CDialect):
         return f"{name}[lid]" if ref in self._schedule.spilled else name
 
     def declare(self, name: str, dtype: DType, value: str) -> str:
-        if int(name[1:]) in self._schedule.spilled:
+        if int(name[1:]) in self._schedule.spilled:  # render_op names value %N "vN"
             return f"{name}[lid] = {value};"
         return super().declare(name, dtype, value)
 

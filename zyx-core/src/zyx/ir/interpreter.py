@@ -116,7 +116,8 @@ class _Types:
         return x
 
     def scalar(self, value: object, dtype: DType) -> Vec:
-        """A constant or variable as a numpy scalar, rounded once (straight from double)."""
+        """A constant or variable as a numpy scalar. f16 rounds straight from the Python
+        float, bf16 through float32: as the C renderer's literals do."""
         exact = np.array(value)
         if self.rounds(dtype):
             return exact.astype(dtype.numpy).astype(np.float32)[()]
