@@ -112,7 +112,11 @@ def _device_row(device: Device) -> list[str]:
 
 @app.command()
 @user_errors
-def doctor() -> None:
+def doctor(
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Also say which device zyx.device() picks, and why.")
+    ] = False,
+) -> None:
     """Show each plugin's state and why, the native libraries found, and the config read."""
     reg = registry()
     major, minor = PLUGIN_API_VERSION
@@ -137,6 +141,11 @@ def doctor() -> None:
         out.print("  none reported")
     out.print("\n[bold]config[/bold]")
     _print_config(reg.config, reg.warnings)
+    if explain:
+        device, why = reg.choose()
+        out.print(f"\n[bold]default device[/bold]: {escape(device.name)}")
+        for step in why:
+            out.print(f"  {escape(step)}")
 
 
 def _print_standing(title: str, state: State, reason: str, note: str = "") -> None:

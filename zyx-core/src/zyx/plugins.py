@@ -395,20 +395,33 @@ class Registry:
     def devices(self) -> list[Device]:
         """The devices of every usable backend, highest priority first; opens backends."""
         with self._lock:
-            ranked = sorted(self.backends(), key=lambda b: (-b.spec.priority, b.name))
-            return [device for b in ranked if b.usable for device in self._open(b)]
+            return [device for b in self._ranked() if b.usable for device in self._open(b)]
 
     def device(self, name: str | None = None) -> Device:
         """The device ``name`` names (``cuda``, ``cuda:1``, ``host``), opening its backend.
 
         ``None`` means ``default_device`` from the config, else the first device of the
         backend with the highest priority. A backend that is not usable raises
-        ``PluginError``, chained to the failure that quarantined it.
+        ``PluginError``, chained to the failure that quarantined it. Why the device was
+        chosen is logged on ``zyx.dev`` (``ZYX_DEBUG=1``) and shown by ``zyx doctor --explain``.
         """
+        device, why = self.choose(name)
+        _log.debug("device %s chosen: %s", device.name, why)
+        return device
+
+    def choose(self, name: str | None = None) -> tuple[Device, list[str]]:
+        """The device :meth:`device` returns for ``name``, and the reasons, one per step."""
         with self._lock:
-            name = name if name is not None else self.config.values.default_device
+            why: list[str] = []
             if name is None:
-                return self._default()
+                name = self.config.values.default_device
+                if name is not None:
+                    source = self.config.source("default_device")
+                    why.append(f"default_device = {name!r} (from {source})")
+            else:
+                why.append(f"{name!r} was asked for")
+            if name is None:
+                return self._default(why)
             backend_name, index = _parse(name)
             backend = self._usable(backend_name)
             devices = self._open(backend)
@@ -418,13 +431,25 @@ class Registry:
             if not chosen:
                 have = ", ".join(d.name for d in devices) or "none"
                 raise PluginError(backend_name, f"it has no device {name!r} (devices: {have})")
-            return chosen[0]
+            if index is None:
+                why.append(f"{chosen[0].name} is the first of {backend_name}'s {len(devices)}")
+            return chosen[0], why
 
-    def _default(self) -> Device:
-        devices = self.devices()
-        if not devices:
-            raise PluginError("(default device)", "no backend opened a device; see `zyx doctor`")
-        return devices[0]
+    def _ranked(self) -> list[BackendRecord]:
+        """Backends by priority, highest first; ties by name."""
+        return sorted(self.backends(), key=lambda b: (-b.spec.priority, b.name))
+
+    def _default(self, why: list[str]) -> tuple[Device, list[str]]:
+        """The first device of the highest-priority backend that opened one."""
+        why.append("no default_device is configured: backends ranked by priority")
+        for backend in self._ranked():
+            devices = self._open(backend) if backend.usable else ()
+            standing = f"{len(devices)} device(s)" if devices else backend.reason or "no devices"
+            why.append(f"{backend.name} (priority {backend.spec.priority}): {standing}")
+            if devices:
+                why.append(f"{devices[0].name} is the first device of {backend.name}")
+                return devices[0], why
+        raise PluginError("(default device)", "no backend opened a device; see `zyx doctor`")
 
     def _usable(self, name: str) -> BackendRecord:
         """The backend ``name`` if it is usable; else ``PluginError`` saying why."""
