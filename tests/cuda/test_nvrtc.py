@@ -112,7 +112,7 @@ def test_signature_is_extern_c_with_launch_bounds_of_the_local_size() -> None:
     with kb.if_(i < n):
         out[i] = 1.0
     code = CudaDialect().render(kb.build()).code
-    assert 'extern "C" __global__ void __launch_bounds__(128) bounds(' in code
+    assert 'extern "C" __global__ void __launch_bounds__(128) zyx_kernel_bounds(' in code
 
 
 def test_a_compile_error_carries_the_nvrtc_log() -> None:
@@ -161,3 +161,11 @@ def test_bf16_only_from_sm80_and_f16_arithmetic_from_sm53() -> None:
     assert dtype_capabilities((5, 2))[DType.F16] == C.STORAGE
     assert C.ARITHMETIC in dtype_capabilities((5, 3))[DType.F16]
     assert C.TENSOR_CORE in dtype_capabilities((7, 0))[DType.F16]
+
+
+@pytest.mark.parametrize("name", ["exp", "printf", "threadIdx", "atomicAdd", "zyx_shared_memory"])
+def test_kernels_may_take_names_cuda_already_uses(name: str) -> None:
+    kernel = kernels.elementwise(name, [kernels.copy(DType.F32)])
+    source = CudaDialect().render(kernel)
+    assert source.name == f"zyx_kernel_{name}"
+    assert Compiler((9, 0)).compile(source).format == "cubin"

@@ -11,7 +11,9 @@ memory reaches the device's opt-in maximum. ``shared_bytes(kernel)`` is what a l
 
 from __future__ import annotations
 
-from zyx.codegen.c import CDialect
+from dataclasses import replace
+
+from zyx.codegen.c import CDialect, Source
 from zyx.dtypes import DType
 from zyx.ir.ops import Cast, Const, Define, Kernel, Param, Range, Ref, Scope, Storage
 
@@ -23,7 +25,10 @@ _STORAGE = {
 }  # fmt: skip
 
 _AXES = "xyz"
-_SHARED = "zyx_shared"
+_ENTRY = "zyx_kernel_"
+"""Prefix of entry points: C linkage puts kernel names beside CUDA's own (``exp``,
+``printf``, ``threadIdx``), so a kernel may not take any of them bare."""
+_SHARED = "zyx_shared_memory"
 _SHARED_ALIGN = 16
 
 # math.h's INFINITY and NAN do not exist under NVRTC without headers: build them from bits.
@@ -81,13 +86,16 @@ class CudaDialect(CDialect):
             lines.append(f"extern __shared__ __align__({_SHARED_ALIGN}) char {_SHARED}[];")
         return "\n".join(lines)
 
+    def render(self, kernel: Kernel) -> Source:
+        source = super().render(kernel)
+        return replace(source, name=_ENTRY + source.name)
+
     def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
         local = kernel.local_size
         threads = local[0] * local[1] * local[2]
         # The bound lets ptxas spend registers for exactly this block size.
-        return (
-            f'extern "C" __global__ void __launch_bounds__({threads}) {name}({", ".join(params)})'
-        )
+        head = f'extern "C" __global__ void __launch_bounds__({threads}) {_ENTRY}{name}'
+        return f"{head}({', '.join(params)})"
 
     def range_index(self, op: Range) -> str:
         builtin = "blockIdx" if op.scope is Scope.GROUP else "threadIdx"

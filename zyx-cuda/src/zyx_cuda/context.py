@@ -25,6 +25,8 @@ class Context:
 
     def __init__(self, ordinal: int) -> None:
         self.ordinal = ordinal
+        # cuInit is idempotent and cheap once done; a Context may be the first driver use.
+        check(ErrorStatus.INITIALIZATION, "cuInit", driver.cuInit(0))
         self.device = check(
             ErrorStatus.DEVICE_ENUMERATION, "cuDeviceGet", driver.cuDeviceGet(ordinal)
         )
