@@ -63,6 +63,7 @@ def test_every_value_is_assigned_to_a_typed_local() -> None:
 
 def test_identifiers_are_sanitized() -> None:
     assert sanitize("int") == "int_"
+    assert sanitize("exp") == "exp_"
     assert sanitize("9lives") == "_9lives"
     assert sanitize("a-b.c") == "a_b_c"
     assert _Plain().render(_kernel("double")).name == "double_"

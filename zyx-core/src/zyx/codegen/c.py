@@ -53,6 +53,11 @@ _C_KEYWORDS = frozenset(
     "union unsigned void volatile while bool half kernel global local private constant "
     "__kernel __global __local __device__ __global__ __shared__ main".split()
 ) | frozenset(keyword.kwlist)
+# Kernels named like a math builtin clash with it in OpenCL C and in C with <math.h>.
+_BUILTINS = frozenset(
+    "abs fabs exp exp2 log log2 sqrt sin cos floor trunc pow fmod fmax fmin max min "
+    "barrier printf".split()
+)
 
 
 @dataclass(frozen=True)
@@ -74,7 +79,7 @@ def sanitize(name: str) -> str:
     ident = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "_"
     if ident[0].isdigit():
         ident = "_" + ident
-    return ident + "_" if ident in _C_KEYWORDS else ident
+    return ident + "_" if ident in _C_KEYWORDS | _BUILTINS else ident
 
 
 def round_to(value: float, dtype: DType) -> float:
