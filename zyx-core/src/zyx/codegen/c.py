@@ -58,6 +58,7 @@ _BUILTINS = frozenset(
     "abs fabs exp exp2 log log2 sqrt sin cos floor trunc pow fmod fmax fmin max min "
     "barrier printf".split()
 )
+_RESERVED = _C_KEYWORDS | _BUILTINS
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def sanitize(name: str) -> str:
     ident = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "_"
     if ident[0].isdigit():
         ident = "_" + ident
-    return ident + "_" if ident in _C_KEYWORDS | _BUILTINS else ident
+    return ident + "_" if ident in _RESERVED else ident
 
 
 def round_to(value: float, dtype: DType) -> float:
