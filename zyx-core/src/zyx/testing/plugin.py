@@ -33,7 +33,8 @@ AREAS = ("pool", "device", "dtype", "numerics", "errors")
 HOW_TO_RUN = "the zyx conformance suite runs with: pytest --pyargs zyx.testing --zyx-backend NAME"
 
 _DEVICE = pytest.StashKey["Device"]()
-_OUTCOMES = ("passed", "failed", "error", "skipped")
+_OUTCOMES = ("passed", "skipped", "error", "failed")
+"""pytest's outcome categories, from best to worst."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -98,12 +99,15 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
     device = terminalreporter.config.stash.get(_DEVICE, None)
     if device is None:
         return
-    counts: dict[str, Counter[str]] = {}
-    for outcome in _OUTCOMES:
+    worst: dict[str, tuple[str, int]] = {}  # a test's area and its worst phase's outcome
+    for rank, outcome in enumerate(_OUTCOMES):
         for report in terminalreporter.stats.get(outcome, []):
             area = dict(getattr(report, "user_properties", ())).get("zyx_area")
-            if area is not None and (outcome != "passed" or report.when == "call"):
-                counts.setdefault(area, Counter())[outcome] += 1
+            if area is not None and rank >= worst.get(report.nodeid, ("", -1))[1]:
+                worst[report.nodeid] = (str(area), rank)
+    counts: dict[str, Counter[str]] = {}
+    for area, rank in worst.values():
+        counts.setdefault(area, Counter())[_OUTCOMES[rank]] += 1
     if not counts:
         return
     terminalreporter.write_sep("=", f"zyx conformance: {device.name} ({device.info.name})")
