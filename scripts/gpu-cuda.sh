@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # zyx-cuda on the lent H200: its tests, the conformance suite against it, the benchmark.
 # Run from the repository root on the device machine (carry .whl); logs and results in $OUT.
+# A warm machine may hold zyx packages an earlier run installed; pip --target keeps them.
+rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
 source scripts/gpu-prelude.sh || exit 1
 set -o pipefail
 export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
