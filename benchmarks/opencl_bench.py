@@ -110,10 +110,9 @@ def add_seconds(
     dev: OpenCLDevice, kernel: Kernel, bufs: list[Any], n: int, repeats: int
 ) -> tuple[float, float]:
     """Device seconds of one launch of ``kernel``: through zyx, and through raw pyopencl
-    with the same source and build options, both by event profiling."""
+    with the same source and build options, both by event profiling, interleaved."""
     program = dev.compile(kernel)
     args = [*bufs, n]
-    zyx_s = median_of(lambda: dev.launch_timed(program, args) * 1e-9, repeats)
     context = dev.pool.context
     source = dev.dialect.render(kernel)
     raw = cl.Kernel(cl.Program(context, source.code).build(list(BUILD_OPTIONS)), source.name)
@@ -122,12 +121,19 @@ def add_seconds(
     work = program.work(args)
     assert work is not None
 
+    def zyx_once() -> float:
+        return dev.launch_timed(program, args) * 1e-9
+
     def raw_once() -> float:
         event = cl.enqueue_nd_range_kernel(queue, raw, work, program.local_size)
         event.wait()
         return float(event.profile.end - event.profile.start) * 1e-9
 
-    return zyx_s, median_of(raw_once, repeats)
+    for _ in range(2):  # warm-up
+        zyx_once()
+        raw_once()
+    pairs = [(zyx_once(), raw_once()) for _ in range(repeats)]
+    return statistics.median(z for z, _ in pairs), statistics.median(r for _, r in pairs)
 
 
 def check_sum(dev: OpenCLDevice, c: Any, x: np.ndarray[Any, Any], y: np.ndarray[Any, Any]) -> None:

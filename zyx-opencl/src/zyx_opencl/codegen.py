@@ -8,13 +8,14 @@ lives as ``ushort`` and converts in software with round-to-nearest-even; it comp
 f16; it then rounds to half with one native conversion. ``cl_khr_fp64`` is enabled where
 the kernel uses f64.
 
-The kernel carries ``reqd_work_group_size``: zyx always launches it with that local size,
-and the compiler may use it to drop bounds on the work-group.
+The entry point is the kernel's name prefixed with ``k_``, clear of OpenCL's reserved names.
+It carries ``reqd_work_group_size``: zyx always launches it with that local size, and the
+compiler may use it to drop bounds on the work-group.
 """
 
 from __future__ import annotations
 
-from zyx.codegen import CDialect
+from zyx.codegen import CDialect, sanitize
 from zyx.dtypes import DType
 from zyx.ir.ops import Cast, Const, Define, Kernel, Param, Range, Scope
 
@@ -61,6 +62,11 @@ class OpenCLDialect(CDialect):
 
     def storage_type(self, dtype: DType) -> str:
         return _STORAGE[dtype]
+
+    def entry_name(self, kernel: Kernel) -> str:
+        # OpenCL C reserves hundreds of names at file scope (float4, _Bool, get_global_id,
+        # every math function): a prefix no builtin and no zyx_ helper has avoids them all.
+        return f"k_{sanitize(kernel.name)}"
 
     def preamble(self, kernel: Kernel) -> str:
         # Every value of a dtype starts as a param, Define, Cast or Const of that dtype.

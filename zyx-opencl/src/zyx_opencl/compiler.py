@@ -69,9 +69,11 @@ class Compiler:
         program = cl.Program(self.context, source.code)
         try:
             with _quiet():
-                # pyopencl's own cache is off: this one knows the driver version and options.
-                # (pyopencl takes False for "no cache"; its annotation says only str | None.)
-                program.build(options=list(BUILD_OPTIONS), cache_dir=False)  # type: ignore[arg-type]
+                # Creating the native program first makes pyopencl build it without its own
+                # cache (this one knows driver and options) and keep it: a failed build
+                # still has its log.
+                program.get_info(cl.program_info.NUM_DEVICES)
+                program.build(options=list(BUILD_OPTIONS))
         except cl.Error as error:
             log = program.get_build_info(self.device, cl.program_build_info.LOG)
             raise BackendError(
@@ -88,8 +90,9 @@ class Compiler:
 
 @contextmanager
 def _quiet() -> Iterator[None]:
-    """Keep pyopencl's warning about non-empty build logs from the user: library code
-    does not warn about the code it generated (the log goes to ``zyx.compile``)."""
+    """Keep pyopencl's warnings about non-empty build logs and about building without its
+    cache from the user: both are zyx's choices (the log goes to ``zyx.compile``)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cl.CompilerWarning)
+        warnings.filterwarnings("ignore", "Pre-build attribute access", UserWarning)
         yield

@@ -74,7 +74,8 @@ def _flops(device: cl.Device, nvidia: bool) -> float:
         lanes = 128 if nvidia else 64  # SM since Ampere (GA10x), Hopper; AMD CU
     else:
         lanes = device.native_vector_width_float * 2  # two vector FMA pipes per core
-    return float(device.max_compute_units * device.max_clock_frequency * 1e6 * lanes * 2)
+    mhz = device.max_clock_frequency or 1000  # Intel's CPU runtime reports 0 MHz
+    return float(device.max_compute_units * mhz * 1e6 * lanes * 2)
 
 
 def _warp_size(device: cl.Device, extensions: frozenset[str]) -> int:

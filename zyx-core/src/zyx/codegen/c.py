@@ -237,11 +237,16 @@ class CDialect:
         """A math function's name for ``dtype`` (``expf`` vs ``exp`` where the language needs)."""
         return name
 
+    def entry_name(self, kernel: Kernel) -> str:
+        """The entry point's name in this language (the kernel's name, made an identifier
+        that no keyword or builtin of the language takes)."""
+        return sanitize(kernel.name)
+
     # ---- the renderer -------------------------------------------------------------------
 
     def render(self, kernel: Kernel) -> Source:
         """The kernel as source code of this dialect."""
-        name = sanitize(kernel.name)
+        name = self.entry_name(kernel)
         params = [
             self.param_decl(p, self.ref_name(kernel, r))
             for p, r in zip(kernel.params, kernel.param_refs)

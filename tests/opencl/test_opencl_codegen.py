@@ -51,7 +51,7 @@ def test_every_dtype_builds(device: OpenCLDevice, dtype: DType) -> None:
 
 def test_types_qualifiers_and_builtins() -> None:
     code = OpenCLDialect().render(every_op_kernel(DType.BOOL)).code
-    assert "__kernel __attribute__((reqd_work_group_size(32, 1, 1))) void ops_bool(" in code
+    assert "__kernel __attribute__((reqd_work_group_size(32, 1, 1))) void k_ops_bool(" in code
     assert "__global const uchar* restrict p0" in code
     assert "__local uchar v" in code
     assert "barrier(CLK_LOCAL_MEM_FENCE)" in code
