@@ -54,6 +54,7 @@ def device_info(device: cl.Device) -> DeviceInfo:
         max_local_threads=device.max_work_group_size,
         max_local_work_dims=(local[0], local[1], local[2]),
         local_mem_size=device.local_mem_size,
+        # Only NVIDIA says; elsewhere 64 KiB per work-group, a common GPU register file share.
         max_register_bytes=4 * device.registers_per_block_nv if nvidia else 65536,
         preferred_vector_size=4 * device.preferred_vector_width_float,
         warp_size=_warp_size(device, extensions),
@@ -92,8 +93,7 @@ def _dtypes(device: cl.Device, extensions: frozenset[str]) -> dict[DType, DTypeC
     ``cl_khr_fp64``; matrix units take int8, f16 and bf16 with Intel's extension."""
     arithmetic = DTypeCapability.STORAGE | DTypeCapability.ARITHMETIC
     caps = {dtype: arithmetic for dtype in DType if not dtype.is_float}
-    caps |= {DType.F16: DTypeCapability.FULL, DType.BF16: DTypeCapability.FULL}
-    caps[DType.F32] = DTypeCapability.FULL
+    caps |= dict.fromkeys((DType.F16, DType.BF16, DType.F32), DTypeCapability.FULL)
     if "cl_khr_fp64" in extensions or device.double_fp_config:
         caps[DType.F64] = DTypeCapability.FULL
     if "cl_intel_subgroup_matrix_multiply_accumulate" in extensions:
@@ -120,7 +120,9 @@ def _picker(positions: tuple[int, ...]) -> Callable[[Sequence[Arg]], tuple[Arg, 
 
 class OpenCLProgram(Program):
     """A built kernel: the ``cl.Kernel`` with the arguments it last ran with, and its
-    global size (work-items per axis, as OpenCL counts them)."""
+    global size (work-items per axis, as OpenCL counts them). A static global size outside
+    the device's limits is refused here, at compile time; one that depends on a
+    ``Variable`` at each launch."""
 
     def __init__(self, device: OpenCLDevice, kernel: Kernel, cl_kernel: cl.Kernel) -> None:
         super().__init__(device, kernel)
@@ -281,10 +283,13 @@ def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:
     if not found:
         names = ", ".join(platforms[i].name for i in ids)
         raise BackendError(ErrorStatus.DEVICE_ENUMERATION, f"no device on platforms {names}")
-    devices = [
-        OpenCLDevice(index, device, queues=section.queues, window=section.window)
-        for index, device in enumerate(found)
-    ]
+    try:
+        devices = [
+            OpenCLDevice(index, device, queues=section.queues, window=section.window)
+            for index, device in enumerate(found)
+        ]
+    except cl.Error as error:
+        raise BackendError(ErrorStatus.INITIALIZATION, f"cannot open a device: {error}") from error
     if _log.isEnabledFor(logging.DEBUG):
         for device in devices:
             _log.debug("%s: %s (%s)", device.name, device.info.name, device.cl_device.version)
