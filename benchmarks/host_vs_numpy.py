@@ -187,9 +187,10 @@ def main() -> None:
     rows += bench_row_sum(devices, rng, 8192, 8192)
     rows += bench_row_sum(devices, rng, 1 << 20, 64)
     date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
+    load = os.getloadavg()[0]  # other processes on the machine skew a 2-core run
     section = (
         "## Host device vs numpy (`benchmarks/host_vs_numpy.py`)\n\n"
-        f"{date}. {machine()}.\n\n"
+        f"{date}. {machine()}. Load average at the start: {load:.2f}.\n\n"
         f"Median of {REPEATS} interleaved runs after {WARMUP} warm-ups; GB/s counts the bytes\n"
         "each kernel must read and write; *vs numpy* is numpy's time (in-place\n"
         "`np.add(out=)`, `np.sum(out=)`) over this row's: above 1 is faster than numpy.\n\n"

@@ -19,6 +19,8 @@ float. Signed overflow wraps, as in the interpreter, because the compiler runs w
 
 from __future__ import annotations
 
+import math
+
 from zyx.codegen.c import CDialect, Source, sanitize
 from zyx.dtypes import DType
 from zyx.host.phases import GroupLoop, Hoisted, Phase, Schedule, Step, schedule
@@ -39,6 +41,11 @@ from zyx.ir.ops import (
     Scope,
     SymDim,
 )
+
+PARALLEL_ITEMS = 1 << 15
+"""Work-items from which a launch spreads over threads. Smaller kernels finish before
+sleeping OpenMP workers wake up, and on a busy machine a worker may wait for a whole time
+slice (milliseconds) before it runs."""
 
 _STORAGE = {
     DType.BOOL: "bool", DType.U8: "uint8_t", DType.U16: "uint16_t", DType.U32: "uint32_t",
@@ -233,10 +240,11 @@ class HostDialect(CDialect):
         for axis in axes:
             out.add(f"const int64_t G{axis} = {_group_count(kernel.global_size[axis])};")
         if axes:
-            total = " * ".join(f"G{a}" for a in axes)
+            items = " * ".join([*(f"G{a}" for a in axes), str(math.prod(kernel.local_size))])
             out.add(
                 f"#pragma omp parallel for collapse({len(axes)}) schedule(static) "
-                f"num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) if({total} > 1)"
+                f"num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) "
+                f"if({items} >= {PARALLEL_ITEMS})"
             )
         for axis in reversed(axes):
             out.add(f"for (int64_t g{axis} = 0; g{axis} < G{axis}; ++g{axis})")
