@@ -21,6 +21,7 @@ from zyx_opencl.pool import Copy
 
 pytestmark = pytest.mark.opencl
 
+Array = np.ndarray[Any, Any]
 U32 = DType.U32
 LOCAL = 64
 N = 64 * LOCAL
@@ -48,7 +49,7 @@ def fuzz_kernel(reads: int, writes: int) -> Kernel:
     return kb.build()
 
 
-def fuzz_model(ins: list[np.ndarray[Any, Any]], outs: list[np.ndarray[Any, Any]]) -> None:
+def fuzz_model(ins: list[Array], outs: list[Array]) -> None:
     """What ``fuzz_kernel`` does, in numpy (uint32 wraps like the device)."""
     acc = np.full(N, 7, np.uint32)
     for k, x in enumerate(ins):
@@ -66,7 +67,7 @@ class Step:
     kind: str  # launch, write, copy, read, renew
     slots: tuple[int, ...]
     shape: tuple[int, int] = (0, 0)
-    data: np.ndarray[Any, Any] | None = None
+    data: Array | None = None
 
 
 def fuzz_steps(seed: int, count: int, nbuf: int) -> list[Step]:
@@ -85,9 +86,6 @@ def fuzz_steps(seed: int, count: int, nbuf: int) -> list[Step]:
             data = rng.integers(0, 2**32, N, dtype=np.uint32) if kind != "read" else None
             steps.append(Step(str(kind), (int(rng.integers(nbuf)),), data=data))
     return steps
-
-
-Array = np.ndarray[Any, Any]
 
 
 class Model:
