@@ -22,7 +22,7 @@ from zyx.backend import Arg, Buffer, Device, DeviceInfo, Program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.host.codegen import HostDialect
-from zyx.host.compiler import HostCompiler, KernelFunction, Toolchain, toolchain
+from zyx.host.compiler import HostCompiler, KernelFunction, Toolchain, find_compiler, toolchain
 from zyx.host.cpu import cpu_info
 from zyx.host.pool import HostPool
 from zyx.ir.interpreter import interpret
@@ -186,7 +186,10 @@ def _typed_view(buf: Buffer, dtype: DType) -> np.ndarray[Any, Any]:
 
 def _device_info(found: Toolchain | None, pool: HostPool) -> DeviceInfo:
     cpu = cpu_info()
-    how = f"C: {found.describe()}" if found else "numpy interpreter: no C compiler"
+    if found is not None:
+        how = f"C: {found.describe()}"
+    else:
+        how = f"numpy interpreter: {find_compiler()[1] or 'the C compiler does not work'}"
     dtypes = {
         dtype: DTypeCapability.FULL
         if dtype.is_float
