@@ -132,30 +132,19 @@ class OpenCLPool(MemoryPool):
             self.scheduler.flush()
             self.scheduler.raise_pending()
             return
-        self.scheduler.run(
-            Copy(
-                ErrorStatus.MEMORY_COPY_P2H,
-                (buf,),
-                (),
-                view,
-                buf.handle,
-                src_offset=offset,
-                is_blocking=True,
-            )  # fmt: skip
-        )
+        read = Copy(
+            ErrorStatus.MEMORY_COPY_P2H, reads=(buf,), writes=(), dst=view, src=buf.handle,
+            src_offset=offset, is_blocking=True,
+        )  # fmt: skip
+        self.scheduler.run(read)
 
     def _copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
         if src_pool is self:
-            self.scheduler.submit(
-                Copy(
-                    ErrorStatus.MEMORY_COPY_P2P,
-                    (src_buf,),
-                    (dst_buf,),
-                    dst_buf.handle,
-                    src_buf.handle,
-                    byte_count=src_buf.nbytes,
-                )  # fmt: skip
-            )
+            copy = Copy(
+                ErrorStatus.MEMORY_COPY_P2P, reads=(src_buf,), writes=(dst_buf,),
+                dst=dst_buf.handle, src=src_buf.handle, byte_count=src_buf.nbytes,
+            )  # fmt: skip
+            self.scheduler.submit(copy)
         elif isinstance(src_pool, HostPool):
             src_pool.retain(src_buf)
             release = partial(src_pool.release, src_buf)
@@ -166,15 +155,8 @@ class OpenCLPool(MemoryPool):
             self._upload(dst_buf, staging, 0, _keep)
 
     def _upload(self, buf: Buffer, host: Any, offset: int, done: Action) -> None:
-        self.scheduler.submit(
-            Copy(
-                ErrorStatus.MEMORY_COPY_H2P,
-                (),
-                (buf,),
-                buf.handle,
-                host,
-                done,
-                dst_offset=offset,
-                is_blocking=False,
-            )  # fmt: skip
-        )
+        upload = Copy(
+            ErrorStatus.MEMORY_COPY_H2P, reads=(), writes=(buf,), dst=buf.handle, src=host,
+            done=done, dst_offset=offset, is_blocking=False,
+        )  # fmt: skip
+        self.scheduler.submit(upload)
