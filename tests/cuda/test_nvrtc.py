@@ -167,5 +167,5 @@ def test_bf16_only_from_sm80_and_f16_arithmetic_from_sm53() -> None:
 def test_kernels_may_take_names_cuda_already_uses(name: str) -> None:
     kernel = kernels.elementwise(name, [kernels.copy(DType.F32)])
     source = CudaDialect().render(kernel)
-    assert source.name == f"zyx_kernel_{name}"
+    assert source.name.startswith(f"zyx_kernel_{name}")
     assert Compiler((9, 0)).compile(source).format == "cubin"

@@ -32,8 +32,21 @@ def describe(result: Any) -> str:
     return f"{result.name} ({text.decode() if text else 'no description'})"
 
 
+_R = driver.CUresult
+KERNEL_FAULTS = frozenset({
+    _R.CUDA_ERROR_ILLEGAL_ADDRESS, _R.CUDA_ERROR_MISALIGNED_ADDRESS, _R.CUDA_ERROR_LAUNCH_FAILED,
+    _R.CUDA_ERROR_LAUNCH_TIMEOUT, _R.CUDA_ERROR_ILLEGAL_INSTRUCTION, _R.CUDA_ERROR_INVALID_PC,
+    _R.CUDA_ERROR_INVALID_ADDRESS_SPACE, _R.CUDA_ERROR_HARDWARE_STACK_ERROR, _R.CUDA_ERROR_ASSERT,
+})  # fmt: skip
+"""Errors of a kernel that already ran. They surface at whatever call comes next, so they
+are KernelSync whichever call reports them."""
+
+
 def cuda_error(status: ErrorStatus, what: str, result: Any) -> CudaError:
     """The error to raise for ``result`` coming back from ``what``."""
+    if result in KERNEL_FAULTS:
+        context = f"an earlier kernel failed: {describe(result)} (reported by {what})"
+        return CudaError(ErrorStatus.KERNEL_SYNC, context, result)
     return CudaError(status, f"{what}: {describe(result)}", result)
 
 

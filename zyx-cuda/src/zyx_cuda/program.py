@@ -104,6 +104,7 @@ class ArgBlock:
         """The ``void**`` to pass as ``kernelParams``."""
         self._buffers = tuple(i for i, kind in enumerate(kinds) if kind is not ParamKind.VARIABLE)
         self._only_buffers = len(self._buffers) == len(codes)
+        self._packed: tuple[Arg, ...] = ()
         self._rounded = tuple(
             (i, dtype)
             for i, (kind, dtype) in enumerate(zip(kinds, dtypes))
@@ -113,7 +114,11 @@ class ArgBlock:
     def pack(self, args: Sequence[Arg]) -> None:
         """Write ``args`` (already checked by ``Program.check_args``) into the slots."""
         if self._only_buffers:
-            self._struct.pack_into(self._slots, 0, *map(_handle, args))
+            # The same buffers again (a loop, a benchmark): the slots already hold them.
+            key = tuple(args)
+            if key != self._packed:
+                self._struct.pack_into(self._slots, 0, *map(_handle, key))
+                self._packed = key
             return
         values: list[Any] = list(args)
         for i in self._buffers:

@@ -1,0 +1,104 @@
+"""The staging lanes cover a copy exactly, in chunks no larger than a slot. Runs without a
+GPU: the driver calls are replaced by host memcpys, "device" memory is a numpy array."""
+
+from __future__ import annotations
+
+import ctypes
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("cuda.bindings.driver")
+
+from zyx_cuda import staging  # noqa: E402
+
+pytestmark = pytest.mark.cuda
+
+SLOT = 1 << 16
+
+
+class FakeDriver:
+    """The driver calls ``Staging`` makes, done at once on host memory."""
+
+    CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
+
+    def __init__(self) -> None:
+        self.pinned: list[np.ndarray] = []
+        self.copies: list[tuple[int, int]] = []
+        """(offset into the pinned-or-device side, size) of every staged DMA."""
+
+    def cuMemHostAlloc(self, nbytes: int, flags: int) -> tuple[int, int]:
+        self.pinned.append(np.zeros(nbytes, np.uint8))
+        return 0, self.pinned[-1].ctypes.data
+
+    def cuEventCreate(self, flags: int) -> tuple[int, object]:
+        return 0, object()
+
+    def cuEventRecord(self, event: object, stream: object) -> tuple[int]:
+        return (0,)
+
+    def cuEventSynchronize(self, event: object) -> tuple[int]:
+        return (0,)
+
+    def cuStreamSynchronize(self, stream: object) -> tuple[int]:
+        return (0,)
+
+    def cuMemcpyHtoDAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[int]:
+        self.copies.append((dst, size))
+        ctypes.memmove(dst, src, size)
+        return (0,)
+
+    def cuMemcpyDtoHAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[int]:
+        self.copies.append((src, size))
+        ctypes.memmove(dst, src, size)
+        return (0,)
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
+    driver = FakeDriver()
+    monkeypatch.setattr(staging, "driver", driver)
+    return driver
+
+
+def covered(copies: list[tuple[int, int]], base: int, nbytes: int) -> bool:
+    """Whether the staged copies tile ``[base, base + nbytes)`` exactly once."""
+    spans = sorted((start - base, size) for start, size in copies)
+    position = 0
+    for start, size in spans:
+        if start != position or size > SLOT:
+            return False
+        position += size
+    return position == nbytes
+
+
+@pytest.mark.parametrize("threads", [1, 3, 8])
+@pytest.mark.parametrize("nbytes", [staging.DIRECT_BYTES + 1, 37 * SLOT + 123])
+def test_staged_copies_tile_the_range_and_round_trip(
+    fake: FakeDriver, threads: int, nbytes: int
+) -> None:
+    context = types.SimpleNamespace(activate=lambda: None)
+    lanes = staging.Staging(context, threads=threads, slot_bytes=SLOT)  # type: ignore[arg-type]
+    data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    device = np.zeros(nbytes, np.uint8)
+    lanes.upload(device.ctypes.data, memoryview(data), stream=None)
+    np.testing.assert_array_equal(device, data)
+    assert covered(fake.copies, device.ctypes.data, nbytes)
+    fake.copies.clear()
+    back = np.zeros(nbytes, np.uint8)
+    lanes.download(memoryview(back), device.ctypes.data, stream=None)
+    np.testing.assert_array_equal(back, data)
+    assert covered(fake.copies, device.ctypes.data, nbytes)
+    assert len(fake.pinned) == 2 * threads  # two slots per lane, allocated once
+
+
+def test_small_copies_skip_staging(fake: FakeDriver) -> None:
+    context = types.SimpleNamespace(activate=lambda: None)
+    lanes = staging.Staging(context, threads=2, slot_bytes=SLOT)  # type: ignore[arg-type]
+    data = np.arange(100, dtype=np.uint8)
+    device = np.zeros(100, np.uint8)
+    lanes.upload(device.ctypes.data, memoryview(data), stream=None)
+    np.testing.assert_array_equal(device, data)
+    assert fake.pinned == []
