@@ -339,6 +339,7 @@ def environment() -> dict[str, str]:
         text=True,
     ).stdout.strip()
     import cuda.bindings
+    import cupy
     import torch
 
     from zyx_cuda.compiler import nvrtc_version
@@ -355,6 +356,7 @@ def environment() -> dict[str, str]:
         "cuda-bindings": cuda.bindings.__version__,
         "nvrtc": ".".join(map(str, nvrtc_version())),
         "torch": torch.__version__,
+        "cupy": cupy.__version__,
         "math mode": "IEEE f32; NVRTC without --use_fast_math (FMA contraction on)",
         "method": "median of repeated runs after warm-up, CUDA events or synchronize "
         "before the clock, random data",
