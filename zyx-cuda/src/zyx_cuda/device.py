@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from cuda.bindings import driver
 
@@ -66,8 +66,10 @@ class CudaDevice(Device):
         return KernelProgram(self, kernel, source.name, image)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
+        if program.device is not self:
+            raise self._foreign(program)
+        program = cast(CudaProgram, program)
         program.check_args(args)
-        assert isinstance(program, CudaProgram)
         self.context.activate()
         reads, writes = program.reads(args), program.writes(args)
         streams = self.streams
@@ -76,8 +78,10 @@ class CudaDevice(Device):
         streams.commit(queue, reads, writes)
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
+        if program.device is not self:
+            raise self._foreign(program)
+        program = cast(CudaProgram, program)
         program.check_args(args)
-        assert isinstance(program, CudaProgram)
         self.synchronize()
         reads, writes = program.reads(args), program.writes(args)
         streams, (start, end) = self.streams, self._timers
@@ -96,9 +100,10 @@ class CudaDevice(Device):
 
     def release(self, program: Program) -> None:
         """Unload the program's module once the work queued so far is done."""
-        assert isinstance(program, CudaProgram)
+        if program.device is not self:
+            raise self._foreign(program)
         self.context.activate()
-        self.streams.after(self.streams.now(), program.unload)
+        self.streams.after(self.streams.now(), cast(CudaProgram, program).unload)
 
     def synchronize(self) -> None:
         self.context.activate()
@@ -106,6 +111,12 @@ class CudaDevice(Device):
 
     def record(self) -> GraphRecording:
         return GraphRecording(self)
+
+    def _foreign(self, program: Program) -> BackendError:
+        return BackendError(
+            ErrorStatus.INCORRECT_KERNEL_ARG,
+            f"{program!r} was compiled for {program.device.name}, not {self.name}",
+        )
 
 
 def query_info(device: Any) -> DeviceInfo:

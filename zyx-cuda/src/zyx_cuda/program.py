@@ -190,5 +190,8 @@ class KernelProgram(CudaProgram):
         )
 
     def unload(self) -> None:
+        if self.module is None:
+            return
         self.device.context.activate()
         check(ErrorStatus.DEINITIALIZATION, "cuModuleUnload", driver.cuModuleUnload(self.module))
+        self.module = self.function = None

@@ -52,10 +52,10 @@ class Streams:
 
     def select(self, reads: Sequence[Hashable], writes: Sequence[Hashable]) -> int:
         """The stream for a command that reads ``reads`` and writes ``writes`` (in param
-        order), with its cross-stream waits already enqueued. The stream is the one that
-        last wrote the first input (the first written buffer if there is no input)."""
+        order), with its cross-stream waits already enqueued (``DependencyTracker.choose``
+        says which stream)."""
         tracker = self.tracker
-        queue = tracker.choose(reads or writes)
+        queue = tracker.choose(reads, writes)
         waits = tracker.waits(queue, reads, writes)
         if waits:
             self._wait(self.handles[queue], waits)
