@@ -85,6 +85,7 @@ def test_bad_arguments_are_errors_before_any_native_call(device: CudaDevice) -> 
     from lcg import lcg_kernel
 
     from zyx.errors import BackendError, ErrorStatus
+    from zyx_cuda.device import CudaDevice
 
     pool, program = device.pool, device.compile(lcg_kernel())
     a = pool.allocate(16)
@@ -100,6 +101,14 @@ def test_bad_arguments_are_errors_before_any_native_call(device: CudaDevice) -> 
     with pytest.raises(BackendError):
         device.launch(program, [a, a, a, 1, 4])
     device.release(program)
+    other = CudaDevice(0, queues=1)
+    foreign = other.compile(lcg_kernel())
+    b = pool.allocate(16)
+    with pytest.raises(BackendError) as caught:
+        device.launch(foreign, [b, b, b, 1, 4])
+    assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
+    pool.release(b)
+    other.release(foreign)
 
 
 @pytest.mark.gpu

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("cuda.bindings.driver")
 
+from zyx.backend import byte_view  # noqa: E402
 from zyx_cuda import staging  # noqa: E402
 
 pytestmark = pytest.mark.cuda
@@ -83,12 +84,12 @@ def test_staged_copies_tile_the_range_and_round_trip(
     lanes = staging.Staging(context, threads=threads, slot_bytes=SLOT)  # type: ignore[arg-type]
     data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
     device = np.zeros(nbytes, np.uint8)
-    lanes.upload(device.ctypes.data, memoryview(data), stream=None)
+    lanes.upload(device.ctypes.data, byte_view(data), stream=None)
     np.testing.assert_array_equal(device, data)
     assert covered(fake.copies, device.ctypes.data, nbytes)
     fake.copies.clear()
     back = np.zeros(nbytes, np.uint8)
-    lanes.download(memoryview(back), device.ctypes.data, stream=None)
+    lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=None)
     np.testing.assert_array_equal(back, data)
     assert covered(fake.copies, device.ctypes.data, nbytes)
     assert len(fake.pinned) == 2 * threads  # two slots per lane, allocated once
@@ -99,6 +100,6 @@ def test_small_copies_skip_staging(fake: FakeDriver) -> None:
     lanes = staging.Staging(context, threads=2, slot_bytes=SLOT)  # type: ignore[arg-type]
     data = np.arange(100, dtype=np.uint8)
     device = np.zeros(100, np.uint8)
-    lanes.upload(device.ctypes.data, memoryview(data), stream=None)
+    lanes.upload(device.ctypes.data, byte_view(data), stream=None)
     np.testing.assert_array_equal(device, data)
     assert fake.pinned == []
