@@ -193,7 +193,9 @@ def main() -> None:
         f"{date}. {machine()}. Load average at the start: {load:.2f}.\n\n"
         f"Median of {REPEATS} interleaved runs after {WARMUP} warm-ups; GB/s counts the bytes\n"
         "each kernel must read and write; *vs numpy* is numpy's time (in-place\n"
-        "`np.add(out=)`, `np.sum(out=)`) over this row's: above 1 is faster than numpy.\n\n"
+        "`np.add(out=)`, `np.sum(out=)`) over this row's: above 1 is faster than numpy.\n"
+        "On this shared 2-core VM, runs minutes apart differ by up to 2x (memory bandwidth\n"
+        "and cores are shared with other work): compare rows of one run, not across runs.\n\n"
         + table(rows)
     )
     print(section)
