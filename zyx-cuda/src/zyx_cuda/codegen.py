@@ -11,9 +11,7 @@ memory reaches the device's opt-in maximum. ``shared_bytes(kernel)`` is what a l
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from zyx.codegen.c import CDialect, Source
+from zyx.codegen.c import CDialect
 from zyx.dtypes import DType
 from zyx.ir.ops import Cast, Const, Define, Kernel, Param, Range, Ref, Scope, Storage
 
@@ -86,15 +84,14 @@ class CudaDialect(CDialect):
             lines.append(f"extern __shared__ __align__({_SHARED_ALIGN}) char {_SHARED}[];")
         return "\n".join(lines)
 
-    def render(self, kernel: Kernel) -> Source:
-        source = super().render(kernel)
-        return replace(source, name=_ENTRY + source.name)
+    def entry_name(self, kernel: Kernel) -> str:
+        return _ENTRY + super().entry_name(kernel)
 
     def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
         local = kernel.local_size
         threads = local[0] * local[1] * local[2]
         # The bound lets ptxas spend registers for exactly this block size.
-        head = f'extern "C" __global__ void __launch_bounds__({threads}) {_ENTRY}{name}'
+        head = f'extern "C" __global__ void __launch_bounds__({threads}) {name}'
         return f"{head}({', '.join(params)})"
 
     def range_index(self, op: Range) -> str:
