@@ -1,0 +1,5 @@
+"""``python -m zyx``: the ``zyx`` command."""
+
+from zyx.cli import main
+
+main()
