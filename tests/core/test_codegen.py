@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -52,6 +54,17 @@ def test_float_literals_are_the_exact_value_of_their_dtype() -> None:
     assert round_to(0.1, DType.F16) == float(np.float16(0.1))
     assert round_to(0.1, DType.BF16) == float(np.float32(ml_dtypes.bfloat16(0.1)))
     assert round_to(0.1, DType.F64) == 0.1
+    assert round_to(70000.0, DType.F16) == math.inf
+    assert round_to(-1e39, DType.F32) == -math.inf
+
+
+def test_negated_negative_literal_is_not_a_decrement() -> None:
+    kb = KernelBuilder("negneg")
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    out[0] = -kb.const(-1.5, DType.F32)
+    code = _Plain().render(kb.build()).code
+    assert "--" not in code
+    assert f"(-({(-1.5).hex()}f))" in code
 
 
 def test_every_value_is_assigned_to_a_typed_local() -> None:

@@ -169,3 +169,15 @@ def test_kernels_may_take_names_cuda_already_uses(name: str) -> None:
     source = CudaDialect().render(kernel)
     assert source.name.startswith(f"zyx_kernel_{name}")
     assert Compiler((9, 0)).compile(source).format == "cubin"
+
+
+@pytest.mark.parametrize("dtype", [DType.F16, DType.BF16, DType.F32, DType.F64])
+def test_special_and_negative_constants_compile(dtype: DType) -> None:
+    """inf, -inf, nan, a constant past the dtype's range, and a negated negative literal."""
+    kb = KernelBuilder(f"special_{dtype.value}")
+    out = kb.param(dtype, ParamKind.GLOBAL_MUT)
+    values = [float("inf"), float("-inf"), float("nan"), 1e300, -1.5]
+    for i, value in enumerate(values):
+        out[i] = kb.const(value, dtype)
+    out[len(values)] = -kb.const(-1.5, dtype)
+    compile_kernel(kb.build(), ARCHS[0])

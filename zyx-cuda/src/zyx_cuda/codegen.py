@@ -139,13 +139,11 @@ class CudaDialect(CDialect):
             return f"__bfloat162float(__double2bfloat16({x}))"
         return super().cast(x, src, dst)
 
-    def float_literal(self, value: float, dtype: DType) -> str:
-        special = _SPECIAL_F64 if dtype is DType.F64 else _SPECIAL_F32
-        if value != value:
-            return special["nan"]
-        if value in (float("inf"), float("-inf")):
-            return f"({'-' if value < 0 else ''}{special['inf']})"
-        return super().float_literal(value, dtype)
+    def infinity(self, dtype: DType) -> str:
+        return (_SPECIAL_F64 if dtype is DType.F64 else _SPECIAL_F32)["inf"]
+
+    def nan(self, dtype: DType) -> str:
+        return (_SPECIAL_F64 if dtype is DType.F64 else _SPECIAL_F32)["nan"]
 
     def function(self, name: str, dtype: DType) -> str:
         return name if dtype is DType.F64 else f"{name}f"

@@ -84,7 +84,15 @@ def sanitize(name: str) -> str:
 
 
 def round_to(value: float, dtype: DType) -> float:
-    """``value`` rounded to the nearest ``dtype`` float (ties to even), as a Python float."""
+    """``value`` rounded to the nearest ``dtype`` float (ties to even), as a Python float;
+    past the dtype's range, an infinity."""
+    try:
+        return _round_to(value, dtype)
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def _round_to(value: float, dtype: DType) -> float:
     if dtype is DType.F32:
         return float(struct.unpack("<f", struct.pack("<f", value))[0])
     if dtype is DType.F16:
@@ -189,12 +197,22 @@ class CDialect:
         raise NotImplementedError
 
     def float_literal(self, value: float, dtype: DType) -> str:
+        value = round_to(value, dtype)
         if math.isnan(value):
-            return f"({self.value_type(dtype)})NAN"
+            return self.nan(dtype)
         if math.isinf(value):
-            return f"({self.value_type(dtype)})({'-' if value < 0 else ''}INFINITY)"
-        suffix = "" if dtype is DType.F64 else "f"
-        return f"{round_to(value, dtype).hex()}{suffix}"
+            return f"(-{self.infinity(dtype)})" if value < 0 else self.infinity(dtype)
+        literal = f"{value.hex()}{'' if dtype is DType.F64 else 'f'}"
+        # Bare, a negative literal after a unary minus would read as C's "--" operator.
+        return f"({literal})" if literal.startswith("-") else literal
+
+    def infinity(self, dtype: DType) -> str:
+        """Positive infinity of a float ``dtype``'s value type."""
+        return f"(({self.value_type(dtype)})INFINITY)"
+
+    def nan(self, dtype: DType) -> str:
+        """A quiet NaN of a float ``dtype``'s value type."""
+        return f"(({self.value_type(dtype)})NAN)"
 
     def int_literal(self, value: int, dtype: DType) -> str:
         t = self.value_type(dtype)

@@ -175,11 +175,6 @@ class HostDialect(CDialect):
     def function(self, name: str, dtype: DType) -> str:
         return name if dtype is DType.F64 else f"{name}f"
 
-    def float_literal(self, value: float, dtype: DType) -> str:
-        literal = super().float_literal(value, dtype)
-        # Bare, a negative literal after unary minus would read as C's "--" operator.
-        return f"({literal})" if literal.startswith("-") else literal
-
     def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
         if op is BOp.MAX and dtype.is_float:
             # fmax (a NaN operand loses) as a select: x86 has no vector fmax, and compilers
