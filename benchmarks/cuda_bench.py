@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from kernels import strided_add
 
 from zyx.codegen.c import Source
 from zyx.dtypes import DType
-from zyx.ir import INDEX, Kernel, KernelBuilder, ParamKind, ceil_div
+from zyx.ir import Kernel, KernelBuilder, ParamKind
 
 GIB = 1 << 30
 N = GIB // 4
@@ -49,22 +50,6 @@ def median_of(run: Callable[[], float], repeats: int, warmup: int = 3) -> float:
 
 
 # ---- kernels -------------------------------------------------------------------------------
-
-
-def add_kernel(per_thread: int, local: int) -> Kernel:
-    """``c = a + b`` over f32; each work-item adds ``per_thread`` elements ``local`` apart,
-    so every load and store of a warp is one coalesced 128-byte transaction and a thread
-    has ``2 * per_thread`` independent loads in flight."""
-    kb = KernelBuilder(f"add_{per_thread}x{local}")
-    a, b = kb.param(DType.F32), kb.param(DType.F32)
-    c = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
-    n = kb.variable(INDEX, "n")
-    base = kb.group(0, ceil_div(n, per_thread * local)) * (per_thread * local) + kb.local(0, local)
-    with kb.loop(per_thread) as j:
-        i = base + j * local
-        with kb.if_(i < n):
-            c[i] = a[i] + b[i]
-    return kb.build()
 
 
 def empty_kernel() -> Kernel:
@@ -114,7 +99,7 @@ def elementwise(device: Any, torch: Any, cupy: Any) -> list[Row]:
         )
 
     for per_thread, local in [(1, 256), (4, 256), (8, 256), (8, 512), (16, 256)]:
-        program = device.compile(add_kernel(per_thread, local))
+        program = device.compile(strided_add(per_thread, local))
         ns = median_of(lambda: float(device.launch_timed(program, [a, b, c, N])), 20)  # noqa: B023
         tc.zero_()
         device.launch(program, [a, b, c, N])

@@ -39,9 +39,10 @@ from typing import Any
 
 import numpy as np
 import pyopencl as cl
+from kernels import strided_add
 
 from zyx.dtypes import DType
-from zyx.ir import INDEX, Kernel, KernelBuilder, ParamKind, ceil_div
+from zyx.ir import Kernel, KernelBuilder
 from zyx_opencl.compiler import BUILD_OPTIONS
 from zyx_opencl.config import OpenCLSection
 from zyx_opencl.device import OpenCLDevice, open_devices
@@ -58,21 +59,6 @@ def median_of(run: Callable[[], float], repeats: int, warmup: int = 2) -> float:
 
 
 # ---- kernels --------------------------------------------------------------------------------
-
-
-def add_kernel(per_item: int, local: int) -> Kernel:
-    """``c = a + b`` in f32; a work-item adds ``per_item`` elements ``local`` apart, so each
-    load of a group is contiguous and a work-item has ``2 * per_item`` loads in flight."""
-    kb = KernelBuilder(f"add_{per_item}x{local}")
-    a, b = kb.param(DType.F32), kb.param(DType.F32)
-    c = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
-    n = kb.variable(INDEX, "n")
-    base = kb.group(0, ceil_div(n, per_item * local)) * (per_item * local) + kb.local(0, local)
-    with kb.loop(per_item) as j:
-        i = base + j * local
-        with kb.if_(i < n):
-            c[i] = a[i] + b[i]
-    return kb.build()
 
 
 def empty_kernel() -> Kernel:
@@ -96,7 +82,7 @@ def bandwidth(dev: OpenCLDevice, size_mib: int, repeats: int) -> list[Row]:
     for per_item, local in ADD_VARIANTS:
         if local <= dev.info.max_local_threads:
             case = f"add f32 3 x {size_mib} MiB, {per_item}/item x {local}"
-            zyx_s, raw_s = add_seconds(dev, add_kernel(per_item, local), bufs, n, repeats)
+            zyx_s, raw_s = add_seconds(dev, strided_add(per_item, local), bufs, n, repeats)
             check_sum(dev, bufs[2], x, y)
             for label, seconds in (("zyx Device.launch_timed", zyx_s), ("raw pyopencl", raw_s)):
                 rows.append(_row("bandwidth", case, label, 3 * 4 * n / seconds / 1e12, "TB/s"))
@@ -229,7 +215,7 @@ def small_kernels(dev: OpenCLDevice, launches: int, small: int, repeats: int) ->
     """Wall seconds to launch ``launches`` independent adds and synchronize."""
     rng = np.random.default_rng(1)
     pool = dev.pool
-    program = dev.compile(add_kernel(1, 256))
+    program = dev.compile(strided_add(1, 256))
     a, b = pool.allocate(4 * small), pool.allocate(4 * small)
     pool.write(a, rng.random(small, dtype=np.float32))
     pool.write(b, rng.random(small, dtype=np.float32))
