@@ -8,7 +8,7 @@ loop counters) have dtype ``INDEX``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
 from typing import TypeAlias
@@ -261,10 +261,27 @@ class Kernel:
         for i, op in enumerate(self.ops):
             if isinstance(op, (EndLoop, EndIf)):
                 depth -= 1
-            lines.append(f"{'  ' * depth}%{i} = {op}")
+            lines.append(f"{'  ' * depth}%{i} = {format_op(op)}")
             if isinstance(op, (Loop, If)):
                 depth += 1
         return "\n".join(lines)
+
+
+_REF_FIELDS = frozenset({"src", "index", "dst", "value", "x", "a", "b", "size", "cond"})
+
+
+def format_op(op: Op) -> str:
+    """``Binary(add, %4, %5)``: an op as it reads in listings and error messages."""
+    parts = []
+    for f in fields(op):
+        value = getattr(op, f.name)
+        if isinstance(value, Enum):
+            parts.append(str(value.value))
+        elif f.name in _REF_FIELDS and not isinstance(op, (Const, Range)):
+            parts.append(f"%{value}")
+        elif f.name != "name" or value:
+            parts.append(repr(value) if isinstance(value, str) else str(value))
+    return f"{type(op).__name__}({', '.join(parts)})"
 
 
 def value_dtype(ops: Sequence[Op], ref: Ref) -> DType:

@@ -31,6 +31,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    format_op,
     value_dtype,
 )
 
@@ -87,7 +88,7 @@ class _Verifier:
 
     def fail(self, message: str) -> IRError:
         op = self.ops[self.at]
-        return IRError(f"kernel {self.kernel.name!r}, op %{self.at} ({op}): {message}")
+        return IRError(f"kernel {self.kernel.name!r}, op %{self.at} ({format_op(op)}): {message}")
 
     def run(self) -> None:
         if not self.kernel.name.isidentifier():
