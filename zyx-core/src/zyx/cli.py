@@ -163,7 +163,9 @@ def _devices_note(backend: BackendRecord) -> str:
     if backend.probe is None:
         return ""
     seen = f"{backend.probe.devices} device{'s' if backend.probe.devices != 1 else ''} seen"
-    return f"{seen}, {backend.probe.reason}" if backend.probe.reason else seen
+    note = backend.probe.reason
+    # A probe's reason that quarantined the backend is printed below it already.
+    return f"{seen}, {note}" if note and note != backend.reason else seen
 
 
 def _print_config(config: Config, warnings: list[str]) -> None:
