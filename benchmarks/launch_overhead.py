@@ -1,0 +1,215 @@
+"""zyx's own host time per ``Device.launch``, with the native launch stubbed out. No GPU.
+
+    python benchmarks/launch_overhead.py                 # both backends
+    python benchmarks/launch_overhead.py --backend cuda  # or opencl
+
+What a launch costs beyond the native enqueue is zyx's Python: argument checks, stream or
+queue choice, hazard bookkeeping, argument packing. This isolates it on any machine:
+
+- CUDA: every ``cuda.bindings.driver`` call zyx-cuda makes is replaced, before zyx_cuda
+  is imported, by a Python stub that returns success (``cuLaunchKernel`` does nothing),
+  so a ``CudaDevice`` opens without a GPU. NVRTC compiles for real (sm_90).
+- OpenCL: a real device (PoCL here), with ``enqueue_nd_range_kernel`` replaced by a stub
+  returning one completed event; setting kernel arguments and flushing stay real.
+
+Each case is the host time of a burst of ``--launches`` launches, per launch, median of
+``--repeats`` bursts (the device synchronized, untimed, between bursts). The stub's own
+cost (calling it alone in the same loop) is reported too: zyx's overhead is the
+difference. Cases: an empty kernel of one written buffer, and ``c = a + b`` of two read
+buffers, one written buffer and an int scalar, once with the same arguments every time
+and once rotating over 64 outputs (the throughput test's pattern, spread over streams).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernels import strided_add  # noqa: E402
+
+from zyx.dtypes import DType  # noqa: E402
+from zyx.ir import Kernel, KernelBuilder, ParamKind  # noqa: E402
+
+
+def empty_kernel() -> Kernel:
+    kb = KernelBuilder("empty")
+    kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    kb.local(0, 1)
+    return kb.build()
+
+
+def per_launch(run: Callable[[], None], drain: Callable[[], None], launches: int) -> float:
+    """Microseconds per call of ``run`` in a burst of ``launches``."""
+    drain()
+    start = time.perf_counter()
+    for _ in range(launches):
+        run()
+    elapsed = time.perf_counter() - start
+    drain()
+    return elapsed / launches * 1e6
+
+
+def measure(
+    cases: dict[str, tuple[Callable[[], None], Callable[[], None]]], launches: int, repeats: int
+) -> dict[str, float]:
+    """Median µs per launch of each case, bursts interleaved across cases."""
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for run, drain in cases.values():
+        per_launch(run, drain, launches)  # warm-up
+    for _ in range(repeats):
+        for name, (run, drain) in cases.items():
+            times[name].append(per_launch(run, drain, launches))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def launch_cases(
+    device: Any, add: Any, empty: Any, stub: Callable[[], None]
+) -> dict[str, tuple[Callable[[], None], Callable[[], None]]]:
+    pool = device.pool
+    a, b, c = (pool.allocate(4096) for _ in range(3))
+    outs = [pool.allocate(4096) for _ in range(64)]
+    launch, sync = device.launch, device.synchronize
+    empty_args, add_args = [c], [a, b, c, 1024]
+    rotating = iter(range(1 << 62))
+
+    def add_rotating() -> None:
+        launch(add, [a, b, outs[next(rotating) % 64], 1024])
+
+    return {
+        "stub alone": (stub, sync),
+        "empty kernel, 1 buffer": (lambda: launch(empty, empty_args), sync),
+        "add a + b -> c, n (same args)": (lambda: launch(add, add_args), sync),
+        "add a + b -> 64 rotating outputs": (add_rotating, sync),
+    }
+
+
+# ---- CUDA, driver stubbed -------------------------------------------------------------------
+
+_ATTRIBUTES = {
+    "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MULTIPROCESSOR_COUNT": 132,
+    "CLOCK_RATE": 1_980_000, "MAX_REGISTERS_PER_BLOCK": 65536, "MAX_GRID_DIM_X": 2**31 - 1,
+    "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535, "MAX_THREADS_PER_BLOCK": 1024,
+    "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
+    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448, "WARP_SIZE": 32,
+}  # fmt: skip
+
+
+def stub_cuda_driver() -> Callable[[], None]:
+    """Replace the driver calls zyx-cuda makes with stubs; returns the launch stub."""
+    from cuda.bindings import driver
+
+    ok = driver.CUresult.CUDA_SUCCESS
+    addresses = iter(range(1 << 32, 1 << 40, 1 << 20))
+
+    def attribute(attr: Any, device: Any) -> tuple[Any, int]:
+        return ok, _ATTRIBUTES[attr.name.removeprefix("CU_DEVICE_ATTRIBUTE_")]
+
+    def handle(*args: Any) -> tuple[Any, int]:
+        return ok, 1
+
+    def done(*args: Any) -> tuple[Any]:
+        return (ok,)
+
+    def launch_kernel(f: Any, gx: Any, gy: Any, gz: Any, bx: Any, by: Any, bz: Any,
+                      shared: Any, stream: Any, params: Any, extra: Any) -> tuple[Any]:  # fmt: skip
+        return (ok,)
+
+    stubs: dict[str, Callable[..., Any]] = {
+        "cuDeviceGetAttribute": attribute,
+        "cuDeviceGetName": lambda size, device: (ok, b"Stubbed H200\0"),
+        "cuDeviceTotalMem": lambda device: (ok, 141 << 30),
+        "cuDeviceGetCount": lambda: (ok, 1),
+        "cuMemGetInfo": lambda: (ok, 140 << 30, 141 << 30),
+        "cuMemAlloc": lambda nbytes: (ok, next(addresses)),
+        "cuEventElapsedTime": lambda start, end: (ok, 0.001),
+        "cuLaunchKernel": launch_kernel,
+    }
+    for name in ("cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuStreamCreate",
+                 "cuEventCreate", "cuModuleLoadData", "cuModuleGetFunction"):  # fmt: skip
+        stubs[name] = handle
+    for name in ("cuCtxSetCurrent", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
+                 "cuStreamSynchronize", "cuEventSynchronize", "cuMemFree", "cuModuleUnload",
+                 "cuFuncSetAttribute", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"):  # fmt: skip
+        stubs[name] = done
+    for name, stub in stubs.items():
+        setattr(driver, name, stub)
+    assert "zyx_cuda" not in sys.modules, "stub the driver before zyx_cuda binds its calls"
+    params = 0
+
+    def stub_launch() -> None:
+        launch_kernel(None, 1, 1, 1, 1, 1, 1, 0, None, params, 0)
+
+    return stub_launch
+
+
+def cuda(launches: int, repeats: int) -> dict[str, float]:
+    stub = stub_cuda_driver()
+    from zyx_cuda.device import CudaDevice
+
+    device = CudaDevice(0)
+    add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())
+    return measure(launch_cases(device, add, empty, stub), launches, repeats)
+
+
+# ---- OpenCL, enqueue stubbed ----------------------------------------------------------------
+
+
+def opencl(launches: int, repeats: int, platform: int) -> dict[str, float]:
+    import pyopencl as cl
+    from pyopencl import _cl
+
+    from zyx_opencl.config import OpenCLSection
+    from zyx_opencl.device import open_devices
+
+    device = open_devices(OpenCLSection(platform_ids=[platform]))[0]
+    add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())
+    queue = device.scheduler.queues[0]
+    buf = device.pool.allocate(64)
+    device.launch(empty, [buf])
+    device.synchronize()
+    # A completed marker event: every stubbed enqueue returns it.
+    event = cl.enqueue_marker(queue)
+    event.wait()
+
+    def enqueue(*args: Any, **kwargs: Any) -> Any:
+        return event
+
+    cl.enqueue_nd_range_kernel = enqueue
+    _cl.enqueue_nd_range_kernel = enqueue
+    kernel, one = empty.kernel, (1,)
+    return measure(
+        launch_cases(device, add, empty, lambda: enqueue(queue, kernel, one, one, None, None)),
+        launches,
+        repeats,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=("cuda", "opencl", "all"), default="all")
+    parser.add_argument("--platform", type=int, default=0, help="OpenCL platform index")
+    parser.add_argument("--launches", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=9)
+    args = parser.parse_args()
+    results: dict[str, dict[str, float]] = {}
+    if args.backend in ("cuda", "all"):
+        results["cuda (driver stubbed)"] = cuda(args.launches, args.repeats)
+    if args.backend in ("opencl", "all"):
+        results["opencl (enqueue stubbed)"] = opencl(args.launches, args.repeats, args.platform)
+    print("| backend | case | µs per launch | zyx overhead (− stub) |")
+    print("|---|---|---:|---:|")
+    for backend, times in results.items():
+        stub = times["stub alone"]
+        for case, us in times.items():
+            extra = "" if case == "stub alone" else f"{us - stub:.2f}"
+            print(f"| {backend} | {case} | {us:.2f} | {extra} |")
+
+
+if __name__ == "__main__":
+    main()
