@@ -104,7 +104,7 @@ def add_seconds(
     raw = cl.Kernel(cl.Program(context, source.code).build(list(BUILD_OPTIONS)), source.name)
     raw.set_args(*(buf.handle for buf in bufs), np.int64(n))
     queue = cl.CommandQueue(context, dev.cl_device, cl.command_queue_properties.PROFILING_ENABLE)
-    work = program.work(args)
+    work = program.work(program.inspect(args)[2])
     assert work is not None
 
     def zyx_once() -> float:

@@ -12,9 +12,10 @@ so a bad argument is an error before any native call, in every backend alike.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeAlias
+from functools import partial
+from typing import Any, ClassVar, TypeAlias, cast
 
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
@@ -31,13 +32,17 @@ class Buffer:
     and the work that uses it has finished.
     """
 
-    __slots__ = ("pool", "nbytes", "handle", "refcount", "__weakref__")
+    __slots__ = ("pool", "nbytes", "handle", "refcount", "tracking", "__weakref__")
 
     def __init__(self, pool: MemoryPool, nbytes: int, handle: Any) -> None:
         self.pool = pool
         self.nbytes = nbytes
         self.handle = handle
         self.refcount = 1
+        self.tracking: Any = None
+        """Backend-private scheduling state, owned by the device of ``pool`` (with several
+        queues: its ``zyx.streams.DependencyTracker``'s record of the buffer's last writer
+        and readers). ``None`` while untracked; nothing else reads or writes it."""
 
     def __repr__(self) -> str:
         return f"Buffer({self.pool.name}, {self.nbytes} B, refs={self.refcount})"
@@ -175,11 +180,17 @@ class DeviceInfo:
         return capability in self.dtypes.get(dtype, DTypeCapability.NONE)
 
 
-_SCALAR_TYPES: dict[bool, type | tuple[type, ...]] = {True: (float, int), False: int}
+Prepared: TypeAlias = tuple[tuple[Buffer, ...], tuple[Buffer, ...], tuple[int, int, int]]
+"""What a program's ``inspect`` returns: the buffers a launch reads (``Global`` params), the
+buffers it writes (``GlobalMut``), each in param order, and its work-groups per axis."""
 
 
 class Program:
-    """A compiled kernel on one device. Backends subclass it to hold their handles."""
+    """A compiled kernel on one device. Backends subclass it to hold their handles.
+
+    ``inspect(args)`` is generated once per program (``specialize``): the hot path's
+    argument check, straight-line code for this program's params, no loop.
+    """
 
     def __init__(self, device: Device, kernel: Kernel) -> None:
         self.device = device
@@ -190,10 +201,8 @@ class Program:
         self.global_size: tuple[Dim, Dim, Dim] = kernel.global_size
         self._symbolic = any(isinstance(d, SymDim) for d in self.global_size)
         self._static_groups = (0, 0, 0) if self._symbolic else kernel.global_size
-        self._expected = tuple(
-            Buffer if k is not ParamKind.VARIABLE else _SCALAR_TYPES[d.is_float]
-            for k, d in zip(self.param_kinds, self.param_dtypes)
-        )
+        self.inspect: Callable[[Sequence[Arg]], Prepared] = self.specialize()
+        """Check ``args`` as ``check_args`` does; return ``(reads, writes, groups)``."""
 
     def groups(self, args: Sequence[Arg]) -> tuple[int, int, int]:
         """Work-groups per axis for these arguments (Variable-dependent sizes evaluated)."""
@@ -203,35 +212,83 @@ class Program:
         return (g[0], g[1], g[2])
 
     def check_args(self, args: Sequence[Arg]) -> None:
-        """Raise IncorrectKernelArg unless ``args`` match the params in count, kind and pool."""
-        if len(args) != len(self._expected):
-            raise BackendError(
-                ErrorStatus.INCORRECT_KERNEL_ARG,
-                f"{self.name} takes {len(self._expected)} arguments, got {len(args)}",
-            )
-        pool = self.device.pool
-        for i, (arg, expected) in enumerate(zip(args, self._expected)):
-            if expected is Buffer:
-                ok = isinstance(arg, Buffer) and arg.pool is pool and arg.refcount > 0
-            else:
-                ok = isinstance(arg, expected)
-            if not ok:
-                raise self._bad_arg(i, arg)
+        """Raise IncorrectKernelArg unless ``args`` match the params in count, kind and pool:
+        a live buffer of this device's pool for a buffer param, an ``int`` (or, for a float
+        dtype, a ``float`` or ``int``) for a ``Variable``."""
+        self.inspect(args)
 
-    def _bad_arg(self, i: int, arg: object) -> BackendError:
-        kind, dtype = self.param_kinds[i], self.param_dtypes[i]
-        want = (
-            f"a {dtype} scalar"
-            if kind is ParamKind.VARIABLE
-            else f"a live buffer of {self.device.pool.name}"
-        )
-        return BackendError(
-            ErrorStatus.INCORRECT_KERNEL_ARG,
-            f"{self.name}: argument {i} ({kind.value} {dtype}) must be {want}, got {arg!r}",
-        )
+    def specialize(
+        self, body: Sequence[str] = (), names: Mapping[str, object] | None = None
+    ) -> Callable[[Sequence[Arg]], Prepared]:
+        """A function of a launch's ``args``, generated for this program's params: it
+        checks them exactly as ``check_args`` does (same errors, first bad argument first),
+        runs ``body``, and returns ``(reads, writes, groups)`` (see ``Prepared``).
+
+        ``body`` is a backend's own lines (packing the arguments into its native block, say),
+        run once every argument passed its check. They see ``a0``, ``a1``, ... (the
+        arguments), ``reads``, ``writes``, ``groups``, and ``names``.
+        """
+        kinds, count = self.param_kinds, len(self.param_kinds)
+        args = [f"a{i}" for i in range(count)]
+        lines = ["def inspect(args):", f"    if len(args) != {count}:", "        raise count(args)"]
+        if count:
+            lines.append(f"    {', '.join(args)}, = args")
+        for i, (kind, dtype) in enumerate(zip(kinds, self.param_dtypes)):
+            a = args[i]
+            if kind is ParamKind.VARIABLE:
+                ok = f"isinstance({a}, {'(float, int)' if dtype.is_float else 'int'})"
+            else:
+                ok = f"isinstance({a}, Buffer) and {a}.pool is pool and {a}.refcount > 0"
+            lines += [f"    if not ({ok}):", f"        raise bad({i}, {a})"]
+
+        def picked(kind: ParamKind) -> str:
+            return "".join(f"{args[i]}, " for i, k in enumerate(kinds) if k is kind)
+
+        dims = [
+            f"-(-a{d.param} // {d.div})" if isinstance(d, SymDim) else str(d)
+            for d in self.global_size
+        ]
+        lines += [
+            f"    reads = ({picked(ParamKind.GLOBAL)})",
+            f"    writes = ({picked(ParamKind.GLOBAL_MUT)})",
+            f"    groups = ({', '.join(dims)})",
+            *(f"    {line}" for line in body),
+            "    return reads, writes, groups",
+        ]
+        namespace: dict[str, Any] = {
+            "Buffer": Buffer,
+            "pool": self.device.pool,
+            "count": partial(_count_error, self.name, count),
+            "bad": partial(_bad_arg, self.name, kinds, self.param_dtypes, self.device.pool.name),
+            **(names or {}),
+        }
+        exec(compile("\n".join(lines), f"<zyx: inspect {self.name}>", "exec"), namespace)
+        return cast("Callable[[Sequence[Arg]], Prepared]", namespace["inspect"])
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} on {self.device.name}>"
+
+
+def _count_error(name: str, count: int, args: Sequence[Arg]) -> BackendError:
+    return BackendError(
+        ErrorStatus.INCORRECT_KERNEL_ARG, f"{name} takes {count} arguments, got {len(args)}"
+    )
+
+
+def _bad_arg(
+    name: str,
+    kinds: Sequence[ParamKind],
+    dtypes: Sequence[DType],
+    pool: str,
+    i: int,
+    arg: object,
+) -> BackendError:
+    kind, dtype = kinds[i], dtypes[i]
+    want = f"a {dtype} scalar" if kind is ParamKind.VARIABLE else f"a live buffer of {pool}"
+    return BackendError(
+        ErrorStatus.INCORRECT_KERNEL_ARG,
+        f"{name}: argument {i} ({kind.value} {dtype}) must be {want}, got {arg!r}",
+    )
 
 
 class Recording:

@@ -6,15 +6,25 @@ read-after-write, write-after-write and write-after-read hazards against *other*
 become waits. Commands on one queue are ordered by the queue itself and need no waits.
 
 The tracker deals in tokens: whatever a backend uses to name a completed point on a queue
-(an OpenCL event, a CUDA stream sequence number). It never touches native handles.
+(an OpenCL event, a CUDA stream sequence number). It never touches native handles. A
+buffer's record lives in its ``Buffer.tracking`` slot (an attribute load on the hot path,
+not a map lookup); the tracker also keeps the set of buffers it tracks, for ``reset``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
-from typing import Generic, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Tracked(Protocol):
+    """What the tracker schedules: a ``zyx.backend.Buffer``. Its ``tracking`` slot holds the
+    buffer's access record, so the hot path reads an attribute instead of looking the
+    buffer up in a map. A buffer is only ever tracked by its own device's tracker."""
+
+    tracking: Any
 
 
 class _Access(Generic[T]):
@@ -29,10 +39,10 @@ class _Access(Generic[T]):
 
 
 class DependencyTracker(Generic[T]):
-    """Per-buffer writer and last-use maps over ``queues`` in-order queues.
+    """Per-buffer writer and last-use records over ``queues`` in-order queues.
 
-    The maps persist across batches (windows); ``forget`` drops a buffer, ``reset``
-    everything (after the device was synchronized).
+    The records persist across batches (windows); ``forget`` drops a buffer's, ``reset``
+    everyone's (after the device was synchronized).
     """
 
     def __init__(self, queues: int) -> None:
@@ -41,39 +51,39 @@ class DependencyTracker(Generic[T]):
         self.queues = queues
         self.load = [0] * queues
         """Commands submitted to each queue since it was last known idle."""
-        self._access: dict[Hashable, _Access[T]] = {}
+        self._tracked: set[Tracked] = set()
+        """The buffers whose ``tracking`` holds a record of this tracker."""
 
-    def choose(self, reads: Sequence[Hashable], writes: Sequence[Hashable] = ()) -> int:
+    def choose(self, reads: Sequence[Tracked], writes: Sequence[Tracked] = ()) -> int:
         """The queue that last wrote the first input; else the queue that last wrote one of
         the outputs (its order then puts this write after that one without a wait); else
         the least-loaded queue."""
-        access_map = self._access
+        access: _Access[T] | None
         if reads:
-            access = access_map.get(reads[0])
+            access = reads[0].tracking
             if access is not None and access.writer_queue >= 0:
                 return access.writer_queue
         for buf in writes:
-            access = access_map.get(buf)
+            access = buf.tracking
             if access is not None and access.writer_queue >= 0:
                 return access.writer_queue
         load = self.load
         return load.index(min(load))
 
-    def waits(self, queue: int, reads: Iterable[Hashable], writes: Iterable[Hashable]) -> list[T]:
+    def waits(self, queue: int, reads: Iterable[Tracked], writes: Iterable[Tracked]) -> list[T]:
         """Tokens on other queues that a command on ``queue`` must wait for."""
         waits: list[T] = []
-        get = self._access.get
         # Plain loops, no generators: this runs on every launch (a microsecond counts).
         for buf in reads:
-            access = get(buf)
+            access = buf.tracking
             if access is not None and access.writer_queue != queue and access.writer_queue >= 0:
-                waits.append(access.writer)  # type: ignore[arg-type]
+                waits.append(access.writer)
         for buf in writes:
-            access = get(buf)
+            access = buf.tracking
             if access is None:
                 continue
             if access.writer_queue != queue and access.writer_queue >= 0:
-                waits.append(access.writer)  # type: ignore[arg-type]
+                waits.append(access.writer)
             if access.readers:
                 for q, token in access.readers.items():
                     if q != queue:
@@ -81,38 +91,39 @@ class DependencyTracker(Generic[T]):
         return waits
 
     def commit(
-        self, queue: int, token: T, reads: Iterable[Hashable], writes: Iterable[Hashable]
+        self, queue: int, token: T, reads: Iterable[Tracked], writes: Iterable[Tracked]
     ) -> None:
         """Record a command on ``queue``, complete when ``token`` is, with these accesses."""
         self.load[queue] += 1
-        access_map = self._access
         for buf in reads:
-            access = access_map.get(buf)
+            access = buf.tracking
             if access is None:
-                access = access_map[buf] = _Access()
+                access = self._track(buf)
             access.readers[queue] = token
         for buf in writes:
-            access = access_map.get(buf)
+            access = buf.tracking
             if access is None:
-                access = access_map[buf] = _Access()
+                access = self._track(buf)
             access.writer_queue = queue
             access.writer = token
-            access.readers.clear()
+            if access.readers:
+                access.readers.clear()
 
-    def last_uses(self, buf: Hashable) -> dict[int, T]:
+    def last_uses(self, buf: Tracked) -> dict[int, T]:
         """Per queue, the last token that used ``buf``: all must complete before it is freed."""
-        access = self._access.get(buf)
+        access = buf.tracking
         if access is None:
             return {}
         uses = dict(access.readers)
         if access.writer_queue >= 0 and access.writer_queue not in uses:
-            uses[access.writer_queue] = access.writer  # type: ignore[assignment]
+            uses[access.writer_queue] = access.writer
         return uses
 
-    def forget(self, buf: Hashable) -> dict[int, T]:
-        """Drop ``buf`` from the maps; returns its ``last_uses``."""
+    def forget(self, buf: Tracked) -> dict[int, T]:
+        """Drop ``buf``'s record; returns its ``last_uses``."""
         uses = self.last_uses(buf)
-        self._access.pop(buf, None)
+        buf.tracking = None
+        self._tracked.discard(buf)
         return uses
 
     def idle(self, queue: int) -> None:
@@ -121,9 +132,17 @@ class DependencyTracker(Generic[T]):
 
     def reset(self) -> None:
         """Every queue finished everything: forget all accesses."""
-        self._access.clear()
+        for buf in self._tracked:
+            buf.tracking = None
+        self._tracked.clear()
         self.load = [0] * self.queues
 
     def tracked(self) -> int:
-        """How many buffers the maps hold (for leak tests)."""
-        return len(self._access)
+        """How many buffers have a record (for leak tests)."""
+        return len(self._tracked)
+
+    def _track(self, buf: Tracked) -> _Access[T]:
+        access: _Access[T] = _Access()
+        buf.tracking = access
+        self._tracked.add(buf)
+        return access

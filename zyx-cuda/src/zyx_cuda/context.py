@@ -17,7 +17,13 @@ from cuda.bindings import driver
 from zyx.errors import ErrorStatus
 from zyx_cuda.errors import check
 
-_current = threading.local()
+
+class _Current(threading.local):
+    context: Context | None = None
+    """The context zyx made current on this thread last."""
+
+
+_current = _Current()
 
 
 class Context:
@@ -38,7 +44,7 @@ class Context:
 
     def activate(self, *, force: bool = False) -> None:
         """Make this context current on the calling thread."""
-        if force or getattr(_current, "context", None) is not self:
+        if force or _current.context is not self:
             check(
                 ErrorStatus.INITIALIZATION, "cuCtxSetCurrent", driver.cuCtxSetCurrent(self.handle)
             )

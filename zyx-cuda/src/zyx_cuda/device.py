@@ -68,27 +68,25 @@ class CudaDevice(Device):
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         if program.device is not self:
             raise self._foreign(program)
-        program = cast(CudaProgram, program)
-        program.check_args(args)
+        own: CudaProgram = program  # type: ignore[assignment]  # ours; cast() costs a call
+        reads, writes, groups = own.prepare(args)  # every check before any native call
         self.context.activate()
-        reads, writes = program.reads(args), program.writes(args)
         streams = self.streams
         queue = streams.select(reads, writes)
-        program.enqueue(streams.handles[queue], args)
+        own.enqueue(streams.handles[queue], args, groups)
         streams.commit(queue, reads, writes)
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
         if program.device is not self:
             raise self._foreign(program)
         program = cast(CudaProgram, program)
-        program.check_args(args)
+        reads, writes, groups = program.prepare(args)
         self.synchronize()
-        reads, writes = program.reads(args), program.writes(args)
         streams, (start, end) = self.streams, self._timers
         stream = streams.handles[0]
         status = ErrorStatus.KERNEL_LAUNCH
         check(status, "cuEventRecord", driver.cuEventRecord(start, stream))
-        program.enqueue(stream, args)
+        program.enqueue(stream, args, groups)
         check(status, "cuEventRecord", driver.cuEventRecord(end, stream))
         streams.commit(0, reads, writes)
         check(ErrorStatus.KERNEL_SYNC, "cuEventSynchronize", driver.cuEventSynchronize(end))

@@ -14,12 +14,13 @@ its launches', so it is ordered against ordinary launches and copies like any ot
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cuda.bindings import driver
 
 from zyx.backend import Arg, Buffer, Program, Recording
 from zyx.errors import BackendError, ErrorStatus
+from zyx.ir.ops import ParamKind
 from zyx_cuda.errors import check
 from zyx_cuda.program import CudaProgram
 
@@ -29,6 +30,18 @@ if TYPE_CHECKING:
 Launch = tuple[Program, list[Arg]]
 
 
+def accesses(program: Program, args: Sequence[Arg]) -> tuple[list[Buffer], list[Buffer]]:
+    """The buffers among a recorded launch's ``args`` that it reads and that it writes."""
+    reads: list[Buffer] = []
+    writes: list[Buffer] = []
+    for arg, kind in zip(args, program.param_kinds):
+        if kind is ParamKind.GLOBAL:
+            reads.append(cast(Buffer, arg))
+        elif kind is ParamKind.GLOBAL_MUT:
+            writes.append(cast(Buffer, arg))
+    return reads, writes
+
+
 def dependencies(launches: Sequence[Launch]) -> list[tuple[int, ...]]:
     """For each launch, the earlier launches it must follow because they share a buffer."""
     writer: dict[Buffer, int] = {}
@@ -36,7 +49,7 @@ def dependencies(launches: Sequence[Launch]) -> list[tuple[int, ...]]:
     edges = []
     for i, (program, args) in enumerate(launches):
         assert isinstance(program, CudaProgram)
-        reads, writes = program.reads(args), program.writes(args)
+        reads, writes = accesses(program, args)
         after = {writer[b] for b in reads + writes if b in writer}
         for b in writes:
             after.update(readers.get(b, ()))
@@ -139,8 +152,9 @@ class GraphRecording(Recording):
         written: dict[Buffer, None] = {}
         for program, args in self.launches:
             assert isinstance(program, CudaProgram)
-            read.update(dict.fromkeys(program.reads(args)))
-            written.update(dict.fromkeys(program.writes(args)))
+            reads, writes = accesses(program, args)
+            read.update(dict.fromkeys(reads))
+            written.update(dict.fromkeys(writes))
         self._writes = tuple(written)
         self._reads = tuple(b for b in read if b not in written)
         self._buffers = self._reads + self._writes

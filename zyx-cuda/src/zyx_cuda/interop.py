@@ -126,9 +126,12 @@ class CudaArray:
 
     @property
     def ptr(self) -> int:
+        return int(self._live().handle)
+
+    def _live(self) -> Buffer:
         if self.buffer is None:
             raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, "this CudaArray was closed")
-        return int(self.buffer.handle)
+        return self.buffer
 
     def close(self) -> None:
         """Drop this view's reference to the buffer."""
@@ -144,14 +147,14 @@ class CudaArray:
         """Make ``stream`` wait for zyx's pending work on the buffer."""
         pool = self.pool
         pool.context.activate()
-        pool.streams.order_before(stream, pool.streams.tracker.last_uses(self.buffer))
+        pool.streams.order_before(stream, pool.streams.tracker.last_uses(self._live()))
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
         if self.dtype is DType.BF16:
             raise TypeError("bf16 has no __cuda_array_interface__ type string; use DLPack")
         # One of zyx's streams, made to wait for every pending use: the consumer waits on it.
-        pool, buf = self.pool, self.buffer
+        pool, buf = self.pool, self._live()
         pool.context.activate()
         queue = pool.streams.select((), (buf,))
         pool.streams.commit(queue, (), (buf,))

@@ -44,12 +44,15 @@ class LibraryProgram(CudaProgram):
     ) -> None:
         super().__init__(device, Kernel(name, tuple(params)))
         self.call = call
+        self.buffer_positions = tuple(
+            i for i, kind in enumerate(self.param_kinds) if kind is not ParamKind.VARIABLE
+        )
         self.scalar_positions = tuple(
             i for i, kind in enumerate(self.param_kinds) if kind is ParamKind.VARIABLE
         )
         self._capture_stream: Any = None
 
-    def enqueue(self, stream: Any, args: Sequence[Arg]) -> None:
+    def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
         buffers = cast("Sequence[Buffer]", args)
         pointers = [buffers[i].handle for i in self.buffer_positions]
         scalars = [cast("Scalar", args[i]) for i in self.scalar_positions]
@@ -86,7 +89,7 @@ class LibraryProgram(CudaProgram):
         mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(_GRAPH, "cuStreamBeginCapture", driver.cuStreamBeginCapture(stream, mode))
         try:
-            self.enqueue(stream, args)
+            self.enqueue(stream, args, self.groups(args))
         finally:
             graph = check(_GRAPH, "cuStreamEndCapture", driver.cuStreamEndCapture(stream))
         return graph

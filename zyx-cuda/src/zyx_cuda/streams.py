@@ -12,11 +12,12 @@ conservative, never wrong.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cuda.bindings import driver
 
+from zyx.backend import Buffer
 from zyx.errors import ErrorStatus
 from zyx.streams import DependencyTracker
 from zyx_cuda.errors import check, cuda_error
@@ -50,7 +51,7 @@ class Streams:
 
     # ---- the hot path -------------------------------------------------------------------
 
-    def select(self, reads: Sequence[Hashable], writes: Sequence[Hashable]) -> int:
+    def select(self, reads: Sequence[Buffer], writes: Sequence[Buffer]) -> int:
         """The stream for a command that reads ``reads`` and writes ``writes`` (in param
         order), with its cross-stream waits already enqueued (``DependencyTracker.choose``
         says which stream)."""
@@ -61,7 +62,7 @@ class Streams:
             self._wait(self.handles[queue], waits)
         return queue
 
-    def commit(self, queue: int, reads: Iterable[Hashable], writes: Iterable[Hashable]) -> None:
+    def commit(self, queue: int, reads: Iterable[Buffer], writes: Iterable[Buffer]) -> None:
         """Record the command just enqueued on ``queue``."""
         seq = self.issued[queue] + 1
         self.issued[queue] = seq
@@ -166,7 +167,7 @@ class Streams:
         self._wait(stream, uses.values())
 
     def order_after(
-        self, stream: Any, reads: Iterable[Hashable] = (), writes: Iterable[Hashable] = ()
+        self, stream: Any, reads: Iterable[Buffer] = (), writes: Iterable[Buffer] = ()
     ) -> None:
         """Work already enqueued on a foreign ``stream`` reads or writes these buffers: make
         later commands on them wait for it, as if it ran on one of these streams."""

@@ -4,17 +4,17 @@ Each device gets its own context, its ``queues`` in-order queues and a scheduler
 them (``zyx_opencl.scheduler``), a pool (``zyx_opencl.pool``) and a compiler with a disk
 cache (``zyx_opencl.compiler``).
 
-The launch path stays small: ``Program.check_args``, the global size (precomputed unless
-it depends on a ``Variable``), and a command appended to the scheduler's window. The
-kernel's arguments are set when the command is enqueued, and only when they differ from
-the ones the kernel last ran with.
+The launch path stays small: ``Program.inspect`` (the argument checks and read/write
+sets, generated per program), the global size (precomputed unless it depends on a
+``Variable``), and a command appended to the scheduler's window. The kernel's arguments
+are set when the command is enqueued, and only when they differ from the ones the kernel
+last ran with.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from operator import itemgetter
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -108,16 +108,6 @@ _SCALAR_DTYPES = {
 """Scalar arguments whose OpenCL type differs from their numpy dtype (``value_type``)."""
 
 
-def _picker(positions: tuple[int, ...]) -> Callable[[Sequence[Arg]], tuple[Arg, ...]]:
-    """A fast ``lambda args: tuple(args[i] for i in positions)``."""
-    if not positions:
-        return lambda args: ()
-    if len(positions) == 1:
-        (i,) = positions
-        return lambda args: (args[i],)
-    return itemgetter(*positions)
-
-
 class OpenCLProgram(Program):
     """A built kernel: the ``cl.Kernel`` with the arguments it last ran with, and its
     global size (work-items per axis, as OpenCL counts them). A static global size outside
@@ -130,10 +120,7 @@ class OpenCLProgram(Program):
         """Deleted by ``OpenCLDevice.release``."""
         kinds = self.param_kinds
         self.buffer_positions = tuple(i for i, k in enumerate(kinds) if k is not ParamKind.VARIABLE)
-        self.reads = _picker(tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL))
-        """The buffers a launch reads, from its arguments."""
-        self.writes = _picker(tuple(i for i, k in enumerate(kinds) if k is ParamKind.GLOBAL_MUT))
-        """The buffers a launch writes (and may read), from its arguments."""
+        self.scalar_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.VARIABLE)
         # pyopencl packs scalars by these dtypes in one call (set_arg one by one costs µs).
         cl_kernel.set_scalar_arg_dtypes([
             None if kind is not ParamKind.VARIABLE else _SCALAR_DTYPES.get(dtype, dtype.numpy)
@@ -149,10 +136,11 @@ class OpenCLProgram(Program):
         """Whether the global size depends on a ``Variable`` argument."""
         return not all(isinstance(d, int) for d in self.global_size)
 
-    def work(self, args: Sequence[Arg]) -> tuple[int, int, int] | None:
-        """Global work-items per axis for ``args``; ``None`` when there is no work-group."""
+    def work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
+        """Global work-items per axis for a launch of ``groups`` work-groups (``inspect``
+        says how many); ``None`` when there is no work-group."""
         static = self._static_work
-        return static if static is not None else self._work(self.groups(args))
+        return static if static is not None else self._work(groups)
 
     def _work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
         x, y, z = groups
@@ -169,12 +157,28 @@ class OpenCLProgram(Program):
         )
 
     def bind(self, args: tuple[Arg, ...]) -> None:
-        """Set all of the kernel's arguments (one pyopencl call)."""
-        values: list[Any] = list(args)
-        for i in self.buffer_positions:
-            values[i] = cast(Buffer, args[i]).handle
-        self.kernel.set_args(*values)
+        """Set the kernel's arguments to ``args``. While its scalars stay the same, only the
+        buffers that changed are set, one ``set_arg`` each (a launch over fresh outputs
+        changes one or two); else all, in one ``set_args``, which packs the scalars by
+        their dtypes."""
+        bound, kernel = self.bound, self.kernel
+        values: list[Any] = list(args)  # Buffers at the buffer positions (checked)
+        self.bound = None  # until every argument is set: a failure leaves nothing assumed
+        if bound is not None and self._same_scalars(args, bound):
+            for i in self.buffer_positions:
+                if values[i] is not bound[i]:
+                    kernel.set_arg(i, values[i].handle)
+        else:
+            for i in self.buffer_positions:
+                values[i] = values[i].handle
+            kernel.set_args(*values)
         self.bound = args
+
+    def _same_scalars(self, args: tuple[Arg, ...], bound: tuple[Arg, ...]) -> bool:
+        for i in self.scalar_positions:
+            if args[i] != bound[i]:
+                return False
+        return True
 
 
 class Launch(Command):
@@ -185,20 +189,26 @@ class Launch(Command):
     done = None
 
     def __init__(
-        self, program: OpenCLProgram, args: tuple[Arg, ...], work: tuple[int, int, int]
+        self,
+        program: OpenCLProgram,
+        args: tuple[Arg, ...],
+        work: tuple[int, int, int],
+        reads: tuple[Buffer, ...],
+        writes: tuple[Buffer, ...],
     ) -> None:
         self.program = program
         self.args = args
         self.work = work
-        self.reads = program.reads(args)
-        self.writes = program.writes(args)
+        self.reads = reads
+        self.writes = writes
 
     def enqueue(self, queue: cl.CommandQueue, wait_for: list[cl.Event] | None) -> cl.Event:
         program = self.program
         if program.bound != self.args:
             program.bind(self.args)
+        # Positional: keywords cost extra in pyopencl's binding (as its own invoker notes).
         return cl.enqueue_nd_range_kernel(
-            queue, program.kernel, self.work, program.local_size, wait_for=wait_for
+            queue, program.kernel, self.work, program.local_size, None, wait_for
         )
 
     def __repr__(self) -> str:
@@ -231,19 +241,19 @@ class OpenCLDevice(Device):
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         own = self._own(program)
-        own.check_args(args)
-        work = own.work(args)
+        reads, writes, groups = own.inspect(args)
+        work = own.work(groups)
         if work is not None:
-            self.scheduler.submit(Launch(own, tuple(args), work))
+            self.scheduler.submit(Launch(own, tuple(args), work, reads, writes))
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
         own = self._own(program)
-        own.check_args(args)
-        work = own.work(args)
+        reads, writes, groups = own.inspect(args)
+        work = own.work(groups)
         if work is None:
             self.synchronize()
             return 0
-        return self.scheduler.time(Launch(own, tuple(args), work))
+        return self.scheduler.time(Launch(own, tuple(args), work, reads, writes))
 
     def release(self, program: Program) -> None:
         own = self._own(program)

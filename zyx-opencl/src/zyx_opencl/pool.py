@@ -15,7 +15,7 @@ driver's own failure later surfaces at the next sync point as ``MemoryAllocation
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -38,8 +38,8 @@ class Copy(Command):
     def __init__(
         self,
         status: ErrorStatus,
-        reads: Sequence[Hashable],
-        writes: Sequence[Hashable],
+        reads: Sequence[Buffer],
+        writes: Sequence[Buffer],
         dst: Any,
         src: Any,
         done: Action | None = None,

@@ -29,10 +29,11 @@ One scheduler serves one thread; zyx's devices are not thread-safe.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 
 import pyopencl as cl
 
+from zyx.backend import Buffer
 from zyx.errors import BackendError, ErrorStatus
 from zyx.streams import DependencyTracker
 
@@ -60,8 +61,8 @@ class Command:
 
     __slots__ = ("reads", "writes")
 
-    reads: Sequence[Hashable]
-    writes: Sequence[Hashable]
+    reads: Sequence[Buffer]
+    writes: Sequence[Buffer]
     status: ErrorStatus
     done: Action | None
 
@@ -82,7 +83,7 @@ class Scheduler:
         self.window = window
         self.tracker: DependencyTracker[cl.Event] = DependencyTracker(queues)
         self._batch: list[Command] = []
-        self._retiring: list[tuple[Hashable, Action]] = []
+        self._retiring: list[tuple[Buffer, Action]] = []
         """Buffers released while the window may still use them."""
         self._deferred: list[tuple[list[cl.Event], Action]] = []
         """Actions waiting for events, oldest first."""
@@ -110,7 +111,7 @@ class Scheduler:
             self._retire(buf, free)
         self._reap()
 
-    def retire(self, buf: Hashable, free: Action) -> None:
+    def retire(self, buf: Buffer, free: Action) -> None:
         """Run ``free`` once no command, enqueued or in the window, can still use ``buf``."""
         if self._batch:
             self._retiring.append((buf, free))
@@ -231,7 +232,7 @@ class Scheduler:
                 self.tracker.idle(queue)
                 tails[queue] = None
 
-    def _retire(self, buf: Hashable, free: Action) -> None:
+    def _retire(self, buf: Buffer, free: Action) -> None:
         events = list(self.tracker.forget(buf).values())
         if events:
             self._deferred.append((events, free))
