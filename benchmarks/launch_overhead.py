@@ -160,14 +160,12 @@ def cuda(launches: int, repeats: int) -> dict[str, float]:
 # ---- OpenCL, enqueue stubbed ----------------------------------------------------------------
 
 
-def opencl(launches: int, repeats: int, platform: int) -> dict[str, float]:
+def opencl(launches: int, repeats: int, platform: str) -> dict[str, float]:
     import pyopencl as cl
+    from opencl_bench import pick
     from pyopencl import _cl
 
-    from zyx_opencl.config import OpenCLSection
-    from zyx_opencl.device import open_devices
-
-    device = open_devices(OpenCLSection(platform_ids=[platform]))[0]
+    device = pick(platform, 0)
     add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())
     queue = device.scheduler.queues[0]
     buf = device.pool.allocate(64)
@@ -193,7 +191,7 @@ def opencl(launches: int, repeats: int, platform: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=("cuda", "opencl", "all"), default="all")
-    parser.add_argument("--platform", type=int, default=0, help="OpenCL platform index")
+    parser.add_argument("--platform", default="0", help="OpenCL platform index or name part")
     parser.add_argument("--launches", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=9)
     args = parser.parse_args()

@@ -15,7 +15,9 @@ the current folder) and prints the markdown.
    ``enqueue_nd_range_kernel`` with the arguments set once, without and with a
    ``clFlush`` per 100 commands (zyx's window), and the idiomatic ``kernel(queue, ...)``
    call that sets the arguments each time. zyx: ``Device.launch`` with the window of 100
-   and with a window of 1 (each command enqueued and flushed at once).
+   (8 queues: the kernel's one buffer is only read, so the launches go round the queues,
+   least-loaded first), the same with 1 queue, and with a window of 1 (each command
+   enqueued and flushed at once).
 3. Throughput of ``--launches`` small independent kernels (add of ``--small`` elements
    into 64 rotating outputs): wall time of launching all and synchronizing, 8 queues vs 1.
 
@@ -312,7 +314,11 @@ def main() -> None:
     dev = device()
     rows = bandwidth(dev, args.size_mib, args.repeats)
     rows += launch_overhead(
-        {"zyx Device.launch, window 100": dev, "zyx Device.launch, window 1": device(window=1)},
+        {
+            "zyx Device.launch, window 100": dev,
+            "zyx Device.launch, window 100, 1 queue": device(queues=1),
+            "zyx Device.launch, window 1": device(window=1),
+        },
         args.launches,
         args.repeats,
     )
