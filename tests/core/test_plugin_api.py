@@ -11,10 +11,14 @@ discovery, which is all that the check reads.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
-from conftest import PluginVenv
 
 import zyx
+
+if TYPE_CHECKING:  # a runtime import of 'conftest' is ambiguous when pytest runs all of tests/
+    from conftest import PluginVenv
 
 CORE = f"zyx-core {zyx.__version__}"
 
