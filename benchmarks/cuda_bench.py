@@ -6,7 +6,9 @@
    through the CUDA C dialect vs torch, cupy (ElementwiseKernel, RawKernel), raw
    cuda-python. Timed with CUDA events around one launch, after warm-up.
 2. Host overhead of one launch of an empty kernel (one pointer param): the host-side time
-   of a burst of launches, per launch, synchronized before and after each burst.
+   of a burst of launches, per launch, synchronized before and after each burst. zyx's
+   ``Device.launch`` against raw calls: cuda-python's binding, ctypes on the same driver
+   function, cupy, torch.
 3. A recording of 100 dependent launches replayed as one CUDA graph, per kernel, vs
    ``torch.cuda.CUDAGraph`` of the same 100 ops; wall time of replays + synchronize.
 4. Host to device, 1 GiB from pageable numpy memory via ``pool.write`` vs torch from
@@ -205,6 +207,22 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
         lambda: launch(function, 1, 1, 1, 1, 1, 1, 0, stream, address, 0),
         sync,
     )
+    # ctypes on the driver function cuda-python calls, no argtypes: pointers as c_void_p,
+    # 32-bit values as ints, or every argument a ctypes object.
+    pfn = int(driver.cuGetProcAddress(b"cuLaunchKernel", 12000, 0)[1])
+    released = ctypes.CFUNCTYPE(ctypes.c_int)(pfn)  # releases the GIL during the call
+    held = ctypes.PYFUNCTYPE(ctypes.c_int)(pfn)  # keeps it (PyDLL's convention)
+    void = ctypes.c_void_p
+    prebuilt = (void(int(function)), 1, 1, 1, 1, 1, 1, 0, void(int(stream)), void(address), None)
+    objects = (prebuilt[0], *map(ctypes.c_uint, prebuilt[1:8]), *prebuilt[8:])
+
+    def checked(call: Any, arguments: tuple[Any, ...]) -> Callable[[], None]:
+        assert call(*arguments) == 0
+        return lambda: call(*arguments)
+
+    record("raw ctypes, prebuilt args (GIL released)", checked(released, prebuilt), sync)
+    record("raw ctypes, prebuilt args, GIL held", checked(held, prebuilt), sync)
+    record("raw ctypes, every arg a ctypes object", checked(released, objects), sync)
     cbuf, raw = cupy.zeros(64, cupy.float32), cupy.RawKernel(RAW_ADD, "empty")
     record("cupy RawKernel", lambda: raw((1,), (1,), (cbuf,)), sync)
     t = torch.zeros(1, device="cuda")
