@@ -180,3 +180,10 @@ def test_local_memory_over_device_limit() -> None:
     kernel = kb.build()
     with pytest.raises(IRError, match="needs 4096 bytes of local memory, tiny has 1024"):
         verify(kernel, _info(256, 1024))
+
+
+def test_constant_group_count_over_device_limit_names_the_limit() -> None:
+    kb = KernelBuilder("many")
+    kb.group(1, 2**16 + 1)
+    with pytest.raises(IRError, match="65537 work-groups on axis 1 is over tiny's limit of 65536"):
+        check_limits(kb.build(), _info(256, 1 << 16))

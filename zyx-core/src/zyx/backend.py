@@ -229,6 +229,7 @@ class Program:
         arguments), ``reads``, ``writes``, ``groups``, and ``names``.
         """
         kinds, count = self.param_kinds, len(self.param_kinds)
+        limits = self.device.info.max_global_work_dims
         args = [f"a{i}" for i in range(count)]
         lines = ["def inspect(args):", f"    if len(args) != {count}:", "        raise count(args)"]
         if count:
@@ -252,6 +253,11 @@ class Program:
             f"    reads = ({picked(ParamKind.GLOBAL)})",
             f"    writes = ({picked(ParamKind.GLOBAL_MUT)})",
             f"    groups = ({', '.join(dims)})",
+        ]
+        if self._symbolic:  # static counts were checked at compile (check_limits)
+            fits = " and ".join(f"0 <= {d} <= {m}" for d, m in zip(dims, limits))
+            lines += [f"    if not ({fits}):", "        raise too_many(groups)"]
+        lines += [
             *(f"    {line}" for line in body),
             "    return reads, writes, groups",
         ]
@@ -259,6 +265,7 @@ class Program:
             "Buffer": Buffer,
             "pool": self.device.pool,
             "count": partial(_count_error, self.name, count),
+            "too_many": partial(_groups_error, self.name, self.device.name, limits),
             "bad": partial(_bad_arg, self.name, kinds, self.param_dtypes, self.device.pool.name),
             **(names or {}),
         }
@@ -272,6 +279,15 @@ class Program:
 def _count_error(name: str, count: int, args: Sequence[Arg]) -> BackendError:
     return BackendError(
         ErrorStatus.INCORRECT_KERNEL_ARG, f"{name} takes {count} arguments, got {len(args)}"
+    )
+
+
+def _groups_error(
+    name: str, device: str, limits: tuple[int, int, int], groups: tuple[int, int, int]
+) -> BackendError:
+    return BackendError(
+        ErrorStatus.KERNEL_LAUNCH,
+        f"{name}: {groups} work-groups, outside {device}'s limits of 0..{limits} per axis",
     )
 
 

@@ -128,7 +128,6 @@ class OpenCLProgram(Program):
         ])  # fmt: skip
         self.bound: tuple[Arg, ...] | None = None
         """The arguments the kernel holds, as set by the last ``bind``."""
-        self._max_groups = device.info.max_global_work_dims
         self._static_work = None if self.symbolic else self._work(self.groups(()))
 
     @property
@@ -143,18 +142,11 @@ class OpenCLProgram(Program):
         return static if static is not None else self._work(groups)
 
     def _work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
-        x, y, z = groups
-        mx, my, mz = self._max_groups
-        if 0 < x <= mx and 0 < y <= my and 0 < z <= mz:
-            lx, ly, lz = self.local_size
-            return (x * lx, y * ly, z * lz)
+        # ``inspect`` checked the counts against the device's limits.
         if 0 in groups:
             return None
-        raise BackendError(
-            ErrorStatus.KERNEL_LAUNCH,
-            f"{self.name}: {groups} work-groups, outside {self.device.name}'s limits "
-            f"of 1..{self._max_groups} per axis",
-        )
+        (x, y, z), (lx, ly, lz) = groups, self.local_size
+        return (x * lx, y * ly, z * lz)
 
     def bind(self, args: tuple[Arg, ...]) -> None:
         """Set the kernel's arguments to ``args``. While its scalars stay the same, only the

@@ -51,7 +51,8 @@ def verify(kernel: Kernel, info: DeviceInfo | None = None) -> None:
 
 
 def check_limits(kernel: Kernel, info: DeviceInfo) -> None:
-    """Raise ``IRError`` if the kernel's local size or local memory exceed the device's."""
+    """Raise ``IRError`` if the kernel's local size, constant group counts or local memory
+    exceed the device's."""
     local = kernel.local_size
     threads = local[0] * local[1] * local[2]
     if threads > info.max_local_threads:
@@ -63,6 +64,12 @@ def check_limits(kernel: Kernel, info: DeviceInfo) -> None:
         if size > limit:
             raise IRError(
                 f"kernel {kernel.name!r}: local size {size} on axis {axis} is over "
+                f"{info.name}'s limit of {limit}"
+            )
+    for axis, (groups, limit) in enumerate(zip(kernel.global_size, info.max_global_work_dims)):
+        if isinstance(groups, int) and groups > limit:
+            raise IRError(
+                f"kernel {kernel.name!r}: {groups} work-groups on axis {axis} is over "
                 f"{info.name}'s limit of {limit}"
             )
     local_bytes = sum(

@@ -14,7 +14,7 @@ from zyx.backend import Arg, Buffer, Device, MemoryPool, Program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.host.pool import HostPool
-from zyx.ir import Kernel
+from zyx.ir import Kernel, KernelBuilder, ParamKind, ceil_div
 from zyx.testing._suite import Allocations
 from zyx.testing.harness import Buffers
 from zyx.testing.kernels import axpb, local_memory, local_threads
@@ -310,3 +310,36 @@ def test_local_size_over_the_limit_is_refused(device: Device) -> None:
 def test_local_memory_over_the_limit_is_refused(device: Device) -> None:
     limit = device.info.local_mem_size
     refused_at_compile(device, local_memory(limit + 4), limit)
+
+
+def test_constant_group_count_over_the_limit_is_refused(device: Device) -> None:
+    limit = device.info.max_global_work_dims[1]
+    kb = KernelBuilder("too_many_groups")
+    kb.group(1, limit + 1)
+    refused_at_compile(device, kb.build(), limit)
+
+
+def test_variable_group_count_over_the_limit_is_refused_before_launch(
+    device: Device, alloc: Allocations
+) -> None:
+    """A ``Variable`` that makes too many work-groups is a KernelLaunch error, raised before
+    the launch; the device keeps working."""
+    limit = device.info.max_global_work_dims[0]
+    kb = KernelBuilder("variable_groups")
+    out = kb.param(DType.I32, ParamKind.GLOBAL_MUT)
+    n = kb.variable()
+    group = kb.group(0, ceil_div(n, 1))
+    with kb.if_(group.eq(0)):
+        out[0] = 7
+    program = device.compile(kb.build())
+    buf = alloc(4)
+    device.pool.write(buf, np.zeros(1, np.int32))
+    with pytest.raises(BackendError) as caught:
+        device.launch(program, [buf, limit + 1])
+    assert caught.value.status is ErrorStatus.KERNEL_LAUNCH
+    assert str(limit) in str(caught.value)
+    device.launch(program, [buf, 3])
+    result = np.zeros(1, np.int32)
+    device.pool.read(buf, result)
+    assert result[0] == 7
+    device.release(program)
