@@ -217,16 +217,27 @@ class Program:
         dtype, a ``float`` or ``int``) for a ``Variable``."""
         self.inspect(args)
 
+    def arg_names(self, kind: ParamKind) -> list[str]:
+        """The variables that hold the ``kind`` params' arguments in ``specialize``'s body,
+        in param order."""
+        return [f"a{i}" for i, k in enumerate(self.param_kinds) if k is kind]
+
     def specialize(
-        self, body: Sequence[str] = (), names: Mapping[str, object] | None = None
+        self,
+        body: Sequence[str] = (),
+        names: Mapping[str, object] | None = None,
+        *,
+        returns: bool = True,
     ) -> Callable[[Sequence[Arg]], Prepared]:
         """A function of a launch's ``args``, generated for this program's params: it
         checks them exactly as ``check_args`` does (same errors, first bad argument first),
-        runs ``body``, and returns ``(reads, writes, groups)`` (see ``Prepared``).
+        runs ``body``, and returns ``(reads, writes, groups)`` (see ``Prepared``), or
+        nothing where not ``returns``.
 
-        ``body`` is a backend's own lines (packing the arguments into its native block, say),
-        run once every argument passed its check. They see ``a0``, ``a1``, ... (the
-        arguments), ``reads``, ``writes``, ``groups``, and ``names``.
+        ``body`` is a backend's own lines (packing the arguments into its native block, a
+        whole launch), run once every argument passed its check. They see ``a0``, ``a1``,
+        ... (the arguments; ``arg_names`` says which are buffers), ``g0``, ``g1``, ``g2``
+        (the work-groups per axis), and ``names``.
         """
         kinds, count = self.param_kinds, len(self.param_kinds)
         limits = self.device.info.max_global_work_dims
@@ -241,26 +252,21 @@ class Program:
             else:
                 ok = f"isinstance({a}, Buffer) and {a}.pool is pool and {a}.refcount > 0"
             lines += [f"    if not ({ok}):", f"        raise bad({i}, {a})"]
-
-        def picked(kind: ParamKind) -> str:
-            return "".join(f"{args[i]}, " for i, k in enumerate(kinds) if k is kind)
-
         dims = [
             f"-(-a{d.param} // {d.div})" if isinstance(d, SymDim) else str(d)
             for d in self.global_size
         ]
-        lines += [
-            f"    reads = ({picked(ParamKind.GLOBAL)})",
-            f"    writes = ({picked(ParamKind.GLOBAL_MUT)})",
-            f"    groups = ({', '.join(dims)})",
-        ]
+        lines += [f"    g{axis} = {dim}" for axis, dim in enumerate(dims)]
         if self._symbolic:  # static counts were checked at compile (check_limits)
-            fits = " and ".join(f"0 <= {d} <= {m}" for d, m in zip(dims, limits))
-            lines += [f"    if not ({fits}):", "        raise too_many(groups)"]
-        lines += [
-            *(f"    {line}" for line in body),
-            "    return reads, writes, groups",
-        ]
+            fits = " and ".join(f"0 <= g{axis} <= {m}" for axis, m in enumerate(limits))
+            lines += [f"    if not ({fits}):", "        raise too_many((g0, g1, g2))"]
+        lines += [f"    {line}" for line in body]
+        if returns:
+            reads, writes = (
+                "".join(f"{a}, " for a in self.arg_names(kind))
+                for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
+            )
+            lines.append(f"    return ({reads}), ({writes}), (g0, g1, g2)")
         namespace: dict[str, Any] = {
             "Buffer": Buffer,
             "pool": self.device.pool,

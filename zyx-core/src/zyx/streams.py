@@ -9,11 +9,17 @@ The tracker deals in tokens: whatever a backend uses to name a completed point o
 (an OpenCL event, a CUDA stream sequence number). It never touches native handles. A
 buffer's record lives in its ``Buffer.tracking`` slot (an attribute load on the hot path,
 not a map lookup); the tracker also keeps the set of buffers it tracks, for ``reset``.
+
+For the launch path, ``inline`` renders the same decisions as straight-line Python for one
+fixed layout of read and written buffers, for a backend to compile into a per-program launch
+function (see ``zyx.backend.Program.specialize``): a microsecond per launch is mostly
+Python calls, and this saves four of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -36,6 +42,22 @@ class _Access(Generic[T]):
         self.writer_queue = -1
         self.writer: T | None = None
         self.readers: dict[int, T] = {}
+
+
+@dataclass(frozen=True)
+class Inline:
+    """One command's scheduling as lines of Python, for a fixed layout of buffer variables.
+
+    Run ``choose`` before enqueuing: it sets ``queue`` (as ``DependencyTracker.choose``) and
+    ``waits`` (``None`` where there is no hazard, else ``DependencyTracker.waits``: tokens,
+    possibly none). Run ``commit`` once the command was enqueued, with its token in the
+    variable ``token``. The lines use the variables ``t`` and ``hazard`` and need ``names``
+    in the function's globals.
+    """
+
+    choose: list[str]
+    commit: list[str]
+    names: dict[str, object] = field(default_factory=dict)
 
 
 class DependencyTracker(Generic[T]):
@@ -109,6 +131,61 @@ class DependencyTracker(Generic[T]):
             if access.readers:
                 access.readers.clear()
 
+    def inline(self, reads: Sequence[str], writes: Sequence[str]) -> Inline:
+        """``choose``, ``waits`` and ``commit`` for a command that reads the buffers in the
+        variables named ``reads`` and writes those named ``writes`` (in param order).
+
+        The rendered lines decide exactly as the methods do; where a hazard is possible
+        they call ``waits`` itself, so only the common case is unrolled."""
+        choose = ["queue = -1"]
+        for buf in [*reads[:1], *writes]:
+            choose += [
+                "if queue < 0:",
+                f"    t = {buf}.tracking",
+                "    if t is not None:",
+                "        queue = t.writer_queue",
+            ]
+        choose += ["if queue < 0:", "    queue = tracker_load.index(min(tracker_load))"]
+        choose.append("hazard = False")
+        for buf in reads:
+            choose += [
+                f"t = {buf}.tracking",
+                "if t is not None and queue != t.writer_queue >= 0:",
+                "    hazard = True",
+            ]
+        for buf in writes:
+            choose += [
+                f"t = {buf}.tracking",
+                "if t is not None and (t.readers or queue != t.writer_queue >= 0):",
+                "    hazard = True",
+            ]
+        listed = f"({''.join(f'{b}, ' for b in reads)}), ({''.join(f'{b}, ' for b in writes)})"
+        choose.append(f"waits = tracker_waits(queue, {listed}) if hazard else None")
+        commit = ["tracker_load[queue] += 1"]
+        for buf in reads:
+            commit += [
+                f"t = {buf}.tracking",
+                "if t is None:",
+                f"    t = tracker_track({buf})",
+                "t.readers[queue] = token",
+            ]
+        for buf in writes:
+            commit += [
+                f"t = {buf}.tracking",
+                "if t is None:",
+                f"    t = tracker_track({buf})",
+                "t.writer_queue = queue",
+                "t.writer = token",
+                "if t.readers:",
+                "    t.readers.clear()",
+            ]
+        names = {
+            "tracker_load": self.load,
+            "tracker_waits": self.waits,
+            "tracker_track": self._track,
+        }
+        return Inline(choose, commit, names)
+
     def last_uses(self, buf: Tracked) -> dict[int, T]:
         """Per queue, the last token that used ``buf``: all must complete before it is freed."""
         access = buf.tracking
@@ -135,7 +212,7 @@ class DependencyTracker(Generic[T]):
         for buf in self._tracked:
             buf.tracking = None
         self._tracked.clear()
-        self.load = [0] * self.queues
+        self.load[:] = [0] * self.queues  # in place: inlined launch code holds this list
 
     def tracked(self) -> int:
         """How many buffers have a record (for leak tests)."""

@@ -23,7 +23,8 @@ class _Current(threading.local):
     """The context zyx made current on this thread last."""
 
 
-_current = _Current()
+current_context = _Current()
+"""Per thread, the context zyx made current last (``.context``)."""
 
 
 class Context:
@@ -44,8 +45,8 @@ class Context:
 
     def activate(self, *, force: bool = False) -> None:
         """Make this context current on the calling thread."""
-        if force or _current.context is not self:
+        if force or current_context.context is not self:
             check(
                 ErrorStatus.INITIALIZATION, "cuCtxSetCurrent", driver.cuCtxSetCurrent(self.handle)
             )
-            _current.context = self
+            current_context.context = self

@@ -68,6 +68,32 @@ class Streams:
         self.issued[queue] = seq
         self.tracker.commit(queue, seq * self.count + queue, reads, writes)
 
+    def inline(
+        self, reads: Sequence[str], writes: Sequence[str], enqueue: Sequence[str]
+    ) -> tuple[list[str], dict[str, object]]:
+        """``select``, then the ``enqueue`` lines (which find the stream in ``stream``), then
+        ``commit``, as lines of Python for a launch function generated per program (see
+        ``DependencyTracker.inline``); returns them and the names they use."""
+        plan = self.tracker.inline(reads, writes)
+        lines = [
+            *plan.choose,
+            "if waits:",
+            "    streams_wait(streams_handles[queue], waits)",
+            "stream = streams_handles[queue]",
+            *enqueue,
+            "seq = streams_issued[queue] + 1",
+            "streams_issued[queue] = seq",
+            f"token = seq * {self.count} + queue",
+            *plan.commit,
+        ]
+        names = {
+            **plan.names,
+            "streams_wait": self._wait,
+            "streams_handles": self.handles,
+            "streams_issued": self.issued,
+        }
+        return lines, names
+
     # ---- events -------------------------------------------------------------------------
 
     def _wait(self, stream: Any, tokens: Iterable[int]) -> None:
