@@ -95,9 +95,10 @@ def test_a_released_program_or_another_devices_program_is_refused(
     program = device.compile(add_kernel())
     device.launch(program, [*bufs, 64])
     device.release(program)  # the launch in the window is enqueued first
-    with pytest.raises(BackendError) as caught:
-        device.launch(program, [*bufs, 64])
-    assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
+    for refused in (device.launch, device.launch_timed):
+        with pytest.raises(BackendError) as caught:
+            refused(program, [*bufs, 64])
+        assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
     device.synchronize()
 
 

@@ -4,23 +4,25 @@ Each device gets its own context, its ``queues`` in-order queues and a scheduler
 them (``zyx_opencl.scheduler``), a pool (``zyx_opencl.pool``) and a compiler with a disk
 cache (``zyx_opencl.compiler``).
 
-The launch path stays small: ``Program.inspect`` (the argument checks and read/write
-sets, generated per program), the global size (precomputed unless it depends on a
-``Variable``), and a command appended to the scheduler's window. The kernel's arguments
-are set when the command is enqueued, and only when they differ from the ones the kernel
-last ran with.
+The launch path is code generated per program, in two parts: ``submit`` checks a
+launch's arguments (``Program.specialize``) and appends it to the scheduler's window;
+``enqueue``, when the window is enqueued, chooses its queue and waits, sets the kernel's
+arguments where they differ from the ones it last ran with, enqueues it and records its
+event (``Scheduler.inline``). A Python call costs about a tenth of a launch's time on the
+host: each part is one.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, cast
 
 import numpy as np
 import pyopencl as cl
 
-from zyx.backend import Arg, Buffer, Device, DeviceInfo, Program
+from zyx.backend import Arg, Device, DeviceInfo, Program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel, ParamKind, check_limits
@@ -28,7 +30,7 @@ from zyx_opencl.codegen import OpenCLDialect
 from zyx_opencl.compiler import Compiler
 from zyx_opencl.config import OpenCLSection
 from zyx_opencl.pool import OpenCLPool
-from zyx_opencl.scheduler import Command, Scheduler
+from zyx_opencl.scheduler import Scheduler, Work
 
 _log = logging.getLogger("zyx.dev")
 _asm_log = logging.getLogger("zyx.asm")
@@ -114,6 +116,8 @@ class OpenCLProgram(Program):
     the device's limits is refused here, at compile time; one that depends on a
     ``Variable`` at each launch."""
 
+    device: OpenCLDevice
+
     def __init__(self, device: OpenCLDevice, kernel: Kernel, cl_kernel: cl.Kernel) -> None:
         super().__init__(device, kernel)
         self.kernel = cl_kernel
@@ -129,6 +133,10 @@ class OpenCLProgram(Program):
         self.bound: tuple[Arg, ...] | None = None
         """The arguments the kernel holds, as set by the last ``bind``."""
         self._static_work = None if self.symbolic else self._work(self.groups(()))
+        self.submit = self._specialize_submit()
+        """``Device.launch`` of this program, its device already checked."""
+        self.enqueue = self._specialize_enqueue()
+        """The scheduler's ``Launchable.enqueue``."""
 
     @property
     def symbolic(self) -> bool:
@@ -147,6 +155,49 @@ class OpenCLProgram(Program):
             return None
         (x, y, z), (lx, ly, lz) = groups, self.local_size
         return (x * lx, y * ly, z * lz)
+
+    def _specialize_submit(self) -> Callable[[Sequence[Arg]], None]:
+        """``inspect``'s checks, then the launch appended to the window as
+        ``(self, args, work)``; nothing where it has no work-group."""
+        args = "".join(f"a{i}, " for i in range(len(self.param_kinds)))
+        append, names = self.device.scheduler.appending(f"(program, ({args}), work)")
+        names["program"] = self
+        if self._static_work is not None:
+            names["work"] = self._static_work
+            body = append
+        elif self.symbolic:  # inspect checked that no count is negative
+            lx, ly, lz = self.local_size
+            body = [
+                "if g0 and g1 and g2:",
+                f"    work = (g0 * {lx}, g1 * {ly}, g2 * {lz})",
+                *(f"    {line}" for line in append),
+            ]
+        else:
+            body = []
+        submit = self.specialize(body, names, returns=False)
+        return cast("Callable[[Sequence[Arg]], None]", submit)
+
+    def _specialize_enqueue(self) -> Callable[[tuple[Arg, ...], Work], int]:
+        """The scheduler's ``Launchable.enqueue``, straight-line for this program's params."""
+        count = len(self.param_kinds)
+        schedule, names = self.device.scheduler.inline(
+            self.arg_names(ParamKind.GLOBAL),
+            self.arg_names(ParamKind.GLOBAL_MUT),
+            [
+                "if program.bound != args:",
+                "    program.bind(args)",
+                # Positional: keywords cost extra in pyopencl's binding. Looked up in the
+                # module at each call, so that a benchmark can stub it.
+                "token = cl.enqueue_nd_range_kernel("
+                f"cl_queue, program.kernel, work, {self.local_size}, None, waits)",
+            ],
+        )
+        unpack = [f"{''.join(f'a{i}, ' for i in range(count))}= args"] if count else []
+        lines = [*unpack, *schedule, "return queue"]
+        source = "\n".join(["def enqueue(args, work):", *(f"    {line}" for line in lines)])
+        namespace: dict[str, Any] = {**names, "program": self, "cl": cl}
+        exec(compile(source, f"<zyx: enqueue {self.name}>", "exec"), namespace)
+        return cast("Callable[[tuple[Arg, ...], Work], int]", namespace["enqueue"])
 
     def bind(self, args: tuple[Arg, ...]) -> None:
         """Set the kernel's arguments to ``args``. While its scalars stay the same, only the
@@ -171,40 +222,6 @@ class OpenCLProgram(Program):
             if args[i] != bound[i]:
                 return False
         return True
-
-
-class Launch(Command):
-    """One kernel launch: the program, its arguments and its global size."""
-
-    __slots__ = ("program", "args", "work")
-    status = ErrorStatus.KERNEL_SYNC
-    done = None
-
-    def __init__(
-        self,
-        program: OpenCLProgram,
-        args: tuple[Arg, ...],
-        work: tuple[int, int, int],
-        reads: tuple[Buffer, ...],
-        writes: tuple[Buffer, ...],
-    ) -> None:
-        self.program = program
-        self.args = args
-        self.work = work
-        self.reads = reads
-        self.writes = writes
-
-    def enqueue(self, queue: cl.CommandQueue, wait_for: list[cl.Event] | None) -> cl.Event:
-        program = self.program
-        if program.bound != self.args:
-            program.bind(self.args)
-        # Positional: keywords cost extra in pyopencl's binding (as its own invoker notes).
-        return cl.enqueue_nd_range_kernel(
-            queue, program.kernel, self.work, program.local_size, None, wait_for
-        )
-
-    def __repr__(self) -> str:
-        return f"<launch {self.program.name} {self.work}>"
 
 
 class OpenCLDevice(Device):
@@ -232,26 +249,25 @@ class OpenCLDevice(Device):
         return OpenCLProgram(self, kernel, cl.Kernel(program, source.name))
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
-        own = self._own(program)
-        reads, writes, groups = own.inspect(args)
-        work = own.work(groups)
-        if work is not None:
-            self.scheduler.submit(Launch(own, tuple(args), work, reads, writes))
+        # _own's checks, inline: a Python call is a tenth of this path's time.
+        if not isinstance(program, OpenCLProgram) or program.device is not self:
+            raise self._not_ours(program)
+        program.submit(args)  # a released program's refuses
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
         own = self._own(program)
-        reads, writes, groups = own.inspect(args)
-        work = own.work(groups)
+        work = own.work(own.inspect(args)[2])
         if work is None:
             self.synchronize()
             return 0
-        return self.scheduler.time(Launch(own, tuple(args), work, reads, writes))
+        return self.scheduler.time(own, tuple(args), work)
 
     def release(self, program: Program) -> None:
         own = self._own(program)
         self.scheduler.flush()  # launches in the window still need the kernel
         del own.kernel  # its last reference: pyopencl releases the cl_kernel
         own.bound = None
+        own.inspect = own.submit = partial(_refuse, self._not_ours(own))
 
     def synchronize(self) -> None:
         self.scheduler.synchronize()
@@ -259,11 +275,18 @@ class OpenCLDevice(Device):
     def _own(self, program: Program) -> OpenCLProgram:
         """``program``, if it is a live program of this device."""
         if program.device is not self or getattr(program, "kernel", None) is None:
-            raise BackendError(
-                ErrorStatus.INCORRECT_KERNEL_ARG,
-                f"{program!r} is not a live program of {self.name}",
-            )
+            raise self._not_ours(program)
         return cast(OpenCLProgram, program)
+
+    def _not_ours(self, program: Program) -> BackendError:
+        return BackendError(
+            ErrorStatus.INCORRECT_KERNEL_ARG, f"{program!r} is not a live program of {self.name}"
+        )
+
+
+def _refuse(error: BackendError, args: Sequence[Arg]) -> Any:
+    """A released program's ``inspect`` and ``submit``: every launch is refused."""
+    raise error
 
 
 def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:

@@ -2,7 +2,10 @@
 
 Commands (launches and copies) collect in a window that is enqueued when it holds
 ``window`` commands, or at a sync point: a read, ``launch_timed``, ``synchronize``, an
-allocation that needs memory still being freed. Enqueuing a window:
+allocation that needs memory still being freed. A launch waits there as a plain tuple, put
+there and later enqueued by code generated for its program (``inline``, ``appending``):
+an object and a handful of Python calls per launch cost more than the rest of its
+bookkeeping. Every other command is a ``Command``. Enqueuing a window:
 
 1. each command goes to the queue that last wrote its first input, else to the
    least-loaded queue, and its read-after-write, write-after-write and write-after-read
@@ -30,14 +33,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import pyopencl as cl
 
-from zyx.backend import Buffer
+from zyx.backend import Arg, Buffer
 from zyx.errors import BackendError, ErrorStatus
 from zyx.streams import DependencyTracker
 
 Action = Callable[[], None]
+Work = tuple[int, int, int]
 
 _log = logging.getLogger("zyx.sched")
 _launch_log = logging.getLogger("zyx.launch")
@@ -71,6 +76,31 @@ class Command:
         raise NotImplementedError
 
 
+class Launchable(Protocol):
+    """What the scheduler needs of a program to enqueue its launches
+    (``zyx_opencl.device.OpenCLProgram``)."""
+
+    name: str
+    kernel: cl.Kernel
+    local_size: Work
+    bound: tuple[Arg, ...] | None
+    """The arguments the kernel holds; ``bind`` sets them."""
+
+    def bind(self, args: tuple[Arg, ...]) -> None: ...
+
+    def enqueue(self, args: tuple[Arg, ...], work: Work) -> int:
+        """Enqueue a launch with its waits on the queue it chooses (the lines of
+        ``Scheduler.inline``) and record it; return the queue."""
+        ...
+
+
+Entry = tuple[Launchable | None, Any, Work]
+"""A command in the window: ``(program, args, work)`` for a launch, ``(None, command, _)``
+for a ``Command``."""
+
+_NO_WORK: Work = (0, 0, 0)
+
+
 class Scheduler:
     """The queues of one device, the window, and the dependency maps over them."""
 
@@ -82,7 +112,7 @@ class Scheduler:
         """Runs ``launch_timed``'s kernel, alone: profiling only where it is measured."""
         self.window = window
         self.tracker: DependencyTracker[cl.Event] = DependencyTracker(queues)
-        self._batch: list[Command] = []
+        self._batch: list[Entry] = []
         self._retiring: list[tuple[Buffer, Action]] = []
         """Buffers released while the window may still use them."""
         self._deferred: list[tuple[list[cl.Event], Action]] = []
@@ -93,10 +123,40 @@ class Scheduler:
 
     # ---- submitting ---------------------------------------------------------------------
 
+    def appending(self, entry: str) -> tuple[list[str], dict[str, object]]:
+        """Lines that add the launch ``entry`` (an expression, see ``Entry``) to the window
+        and enqueue the window once it is full, for a program's generated ``submit``; and
+        the names they use."""
+        lines = [
+            f"scheduler_batch.append({entry})",
+            f"if len(scheduler_batch) >= {self.window}:",
+            "    scheduler_flush()",
+        ]
+        return lines, {"scheduler_batch": self._batch, "scheduler_flush": self.flush}
+
+    def inline(
+        self, reads: Sequence[str], writes: Sequence[str], enqueue: Sequence[str]
+    ) -> tuple[list[str], dict[str, object]]:
+        """A launch's scheduling as lines for a program's generated ``enqueue``: its queue
+        and waits chosen (``DependencyTracker.inline``), then the ``enqueue`` lines, which
+        find the queue in ``cl_queue`` and the events to wait for in ``waits``, and leave
+        the launch's event in ``token``; then the record of it. Returns the lines and the
+        names they use."""
+        plan = self.tracker.inline(reads, writes)
+        lines = [
+            *plan.choose,
+            "cl_queue = scheduler_queues[queue]",
+            *enqueue,
+            *plan.commit,
+            "scheduler_tails[queue] = token",
+        ]
+        names = {**plan.names, "scheduler_queues": self.queues, "scheduler_tails": self._tails}
+        return lines, names
+
     def submit(self, command: Command) -> None:
         """Add ``command`` to the window; enqueue the window once it is full."""
         batch = self._batch
-        batch.append(command)
+        batch.append((None, command, _NO_WORK))
         if len(batch) >= self.window:
             self.flush()
 
@@ -104,8 +164,10 @@ class Scheduler:
         """Enqueue the window, retire what was released during it, and free what is done."""
         batch = self._batch
         if batch:
-            self._batch = []
-            self._enqueue_batch(batch)
+            # The list stays: programs' generated code appends to it.
+            entries = batch.copy()
+            batch.clear()
+            self._enqueue_batch(entries)
         retiring, self._retiring = self._retiring, []
         for buf, free in retiring:
             self._retire(buf, free)
@@ -131,14 +193,19 @@ class Scheduler:
             self._reap()
         self.raise_pending()
 
-    def time(self, command: Command) -> int:
-        """Drain everything, run ``command`` alone, and return its device time in ns."""
+    def time(self, program: Launchable, args: tuple[Arg, ...], work: Work) -> int:
+        """Drain everything, run a launch of ``program`` alone, and return its device time
+        in ns."""
         self.synchronize()
         try:
-            event = command.enqueue(self.timing_queue, None)
+            if program.bound != args:
+                program.bind(args)
+            event = cl.enqueue_nd_range_kernel(
+                self.timing_queue, program.kernel, work, program.local_size
+            )
             event.wait()
         except cl.Error as error:
-            raise failure(command.status, error) from error
+            raise failure(ErrorStatus.KERNEL_SYNC, error) from error
         return int(event.profile.end - event.profile.start)
 
     def synchronize(self) -> None:
@@ -150,10 +217,11 @@ class Scheduler:
                 queue.finish()
             except cl.Error as error:
                 self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
-        for tail in self._tails:
+        tails = self._tails
+        for tail in tails:
             if tail is not None:
                 self._settled(tail)
-        self._tails = [None] * len(self.queues)
+        tails[:] = [None] * len(tails)  # in place: programs' generated code holds the list
         self.tracker.reset()
         self.reclaim()
         self.raise_pending()
@@ -186,16 +254,25 @@ class Scheduler:
 
     # ---- inside ---------------------------------------------------------------------------
 
-    def _enqueue_batch(self, batch: list[Command]) -> None:
+    def _enqueue_batch(self, batch: list[Entry]) -> None:
+        """Enqueue each command on its queue after its waits, then flush the queues used."""
         self._mark_idle()
         used = [False] * len(self.queues)
         log = _launch_log.isEnabledFor(logging.DEBUG)
-        for command in batch:
-            queue = self._enqueue(command, raising=False)
-            if queue >= 0:
-                used[queue] = True
-                if log:
-                    _launch_log.debug("%r on queue %d", command, queue)
+        for program, payload, work in batch:
+            if program is None:
+                queue = self._enqueue(payload, raising=False)
+                if queue < 0:
+                    continue
+            else:
+                try:
+                    queue = program.enqueue(payload, work)
+                except cl.Error as error:
+                    self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
+                    continue
+            used[queue] = True
+            if log:
+                _launch_log.debug("%s on queue %d", _describe(program, payload, work), queue)
         for cl_queue, flag in zip(self.queues, used):
             if flag:
                 cl_queue.flush()
@@ -264,6 +341,10 @@ class Scheduler:
             self._error = error
         elif _log.isEnabledFor(logging.DEBUG):
             _log.debug("later error, not raised: %s", error)
+
+
+def _describe(program: Launchable | None, payload: Any, work: Work) -> str:
+    return f"<launch {program.name} {work}>" if program is not None else repr(payload)
 
 
 def failure(status: ErrorStatus, error: cl.Error) -> BackendError:
