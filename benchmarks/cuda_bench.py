@@ -6,9 +6,10 @@
    through the CUDA C dialect vs torch, cupy (ElementwiseKernel, RawKernel), raw
    cuda-python. Timed with CUDA events around one launch, after warm-up.
 2. Host overhead of one launch of an empty kernel (one pointer param): the host-side time
-   of a burst of launches, per launch, synchronized before and after each burst. zyx's
-   ``Device.launch`` against raw calls: cuda-python's binding, ctypes on the same driver
-   function, cupy, torch.
+   of a burst of launches, per launch, synchronized before and after each burst, bursts
+   interleaved across the cases. zyx's ``Device.launch`` (through its native module, and
+   through cuda-python's binding as where the module cannot be built) against raw calls:
+   cuda-python's binding, ctypes on the same driver function, cupy, torch.
 3. A recording of 100 dependent launches replayed as one CUDA graph, per kernel, vs
    ``torch.cuda.CUDAGraph`` of the same 100 ops; wall time of replays + synchronize.
 4. Host to device, 1 GiB from pageable numpy memory via ``pool.write`` vs torch from
@@ -30,6 +31,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 from kernels import strided_add
@@ -167,10 +169,12 @@ def _raw_function(device: Any, name: str) -> Any:
 def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
     from cuda.bindings import driver
 
+    import zyx_cuda.native
+
     burst = 500
     pool = device.pool
     buf = pool.allocate(256)
-    rows: list[Row] = []
+    cases: dict[str, Callable[[], float]] = {}
 
     def record(implementation: str, launch: Callable[[], None], sync: Callable[[], None]) -> None:
         def per_launch() -> float:
@@ -182,12 +186,21 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
             sync()
             return elapsed / burst * 1e6
 
-        rows.append(
-            _row("empty kernel launch, host", implementation, median_of(per_launch, 30), "us")
-        )
+        cases[implementation] = per_launch
 
     program, args = device.compile(empty_kernel()), [buf]
-    record("zyx Device.launch", lambda: device.launch(program, args), device.synchronize)
+    native = "native module" if zyx_cuda.native.launcher() is not None else "no native module"
+    record(
+        f"zyx Device.launch ({native})", lambda: device.launch(program, args), device.synchronize
+    )
+    # The path taken where the native module cannot be built: cuda-python's binding.
+    with mock.patch("zyx_cuda.program.launcher", lambda: None):
+        bound = device.compile(empty_kernel())
+    record(
+        "zyx Device.launch through cuda-python",
+        lambda: device.launch(bound, args),
+        device.synchronize,
+    )
 
     function = _raw_function(device, "empty")
     _, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
@@ -208,28 +221,34 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
         sync,
     )
     # ctypes on the driver function cuda-python calls, no argtypes: pointers as c_void_p,
-    # 32-bit values as ints, or every argument a ctypes object.
+    # 32-bit values as ints.
     pfn = int(driver.cuGetProcAddress(b"cuLaunchKernel", 12000, 0)[1])
     released = ctypes.CFUNCTYPE(ctypes.c_int)(pfn)  # releases the GIL during the call
-    held = ctypes.PYFUNCTYPE(ctypes.c_int)(pfn)  # keeps it (PyDLL's convention)
     void = ctypes.c_void_p
     prebuilt = (void(int(function)), 1, 1, 1, 1, 1, 1, 0, void(int(stream)), void(address), None)
-    objects = (prebuilt[0], *map(ctypes.c_uint, prebuilt[1:8]), *prebuilt[8:])
 
     def checked(call: Any, arguments: tuple[Any, ...]) -> Callable[[], None]:
         assert call(*arguments) == 0
         return lambda: call(*arguments)
 
     record("raw ctypes, prebuilt args (GIL released)", checked(released, prebuilt), sync)
-    record("raw ctypes, prebuilt args, GIL held", checked(held, prebuilt), sync)
-    record("raw ctypes, every arg a ctypes object", checked(released, objects), sync)
     cbuf, raw = cupy.zeros(64, cupy.float32), cupy.RawKernel(RAW_ADD, "empty")
     record("cupy RawKernel", lambda: raw((1,), (1,), (cbuf,)), sync)
     t = torch.zeros(1, device="cuda")
     record("torch add_ (1 element)", lambda: t.add_(1.0), sync)
+    # Bursts interleaved across the cases, so a slow spell of the host hits them all.
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(3):
+        for run in cases.values():
+            run()
+    for _ in range(30):
+        for name, run in cases.items():
+            times[name].append(run())
     pool.release(buf)
     device.release(program)
-    return rows
+    device.release(bound)
+    bench = "empty kernel launch, host"
+    return [_row(bench, name, statistics.median(ts), "us") for name, ts in times.items()]
 
 
 # ---- 3. graph replay -----------------------------------------------------------------------
@@ -306,9 +325,22 @@ def host_to_device(device: Any, torch: Any) -> list[Row]:
         rows.append(_row(bench, implementation, median_of(gbps, 10), "GB/s"))
 
     h2d, d2h = "host to device 1 GiB", "device to host 1 GiB"
+    staging = pool.staging
+    copy = "streaming stores" if staging.copy is not ctypes.memmove else "memmove"
     record(
-        h2d, "zyx pool.write (pageable numpy)", lambda: pool.write(buf, host), device.synchronize
+        h2d,
+        f"zyx pool.write (pageable numpy, {staging.threads} lanes, {copy})",
+        lambda: pool.write(buf, host),
+        device.synchronize,
     )
+    if staging.copy is not ctypes.memmove:  # the fallback, where the module is not built
+        with mock.patch.object(staging, "copy", ctypes.memmove):
+            record(
+                h2d,
+                f"zyx pool.write (pageable numpy, {staging.threads} lanes, memmove)",
+                lambda: pool.write(buf, host),
+                device.synchronize,
+            )
     back = np.empty_like(host)
     pool.read(buf, back)
     assert np.array_equal(back, host)

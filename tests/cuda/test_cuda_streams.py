@@ -23,10 +23,19 @@ BUFFERS = 10
 STEPS = 400
 
 
-@pytest.mark.parametrize("queues", [8, 1])
-def test_random_commands_match_the_model(gpu: None, queues: int) -> None:
+@pytest.mark.parametrize(("queues", "launch"), [(8, "native"), (8, "cuda-python"), (1, "native")])
+def test_random_commands_match_the_model(
+    gpu: None, queues: int, launch: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``launch``: through zyx-cuda's native module, or cuda-python's binding (the path
+    taken where the module cannot be built)."""
     from zyx_cuda.device import CudaDevice
+    from zyx_cuda.native import launcher
 
+    if launch == "native" and launcher() is None:
+        pytest.skip("zyx-cuda's native module is not built here (see zyx.native's log)")
+    if launch == "cuda-python":
+        monkeypatch.setattr("zyx_cuda.program.launcher", lambda: None)
     rng = np.random.default_rng(1234)  # the same commands for 8 streams and for 1
     device = CudaDevice(0, queues=queues)
     pool, program = device.pool, device.compile(lcg_kernel())

@@ -43,7 +43,10 @@ are KernelSync whichever call reports them."""
 
 
 def cuda_error(status: ErrorStatus, what: str, result: Any) -> CudaError:
-    """The error to raise for ``result`` coming back from ``what``."""
+    """The error to raise for ``result`` coming back from ``what`` (a plain int from the
+    native launch is read as a ``CUresult``)."""
+    if type(result) is int:
+        result = driver.CUresult(result)
     if result in KERNEL_FAULTS:
         context = f"an earlier kernel failed: {describe(result)} (reported by {what})"
         return CudaError(ErrorStatus.KERNEL_SYNC, context, result)

@@ -15,6 +15,10 @@ Copies below ``DIRECT_BYTES`` skip staging: the driver copies small pageable sou
 into its own staging before ``cuMemcpyHtoDAsync`` returns, which is cheaper than a hop
 through the lanes.
 
+A lane fills its slot with the native module's streaming-store ``copy`` where it is built
+(``zyx_cuda.native``): plain stores first read every destination line into the cache,
+which costs host memory bandwidth, the limit here. Else with ``ctypes.memmove``.
+
 The pinned slots are allocated on the first large copy and kept for the life of the
 process.
 """
@@ -33,6 +37,7 @@ from cuda.bindings import driver
 from zyx.errors import ErrorStatus
 from zyx_cuda.context import Context
 from zyx_cuda.errors import check
+from zyx_cuda.native import native
 
 DIRECT_BYTES = 1 << 18
 SLOT_BYTES = 4 << 20
@@ -83,6 +88,11 @@ class Staging:
         self.context = context
         self.threads = threads
         self.slot_bytes = slot_bytes
+        fast = native()
+        self.copy: Callable[[int, int, int], object] = (
+            fast.copy if fast is not None else ctypes.memmove
+        )
+        """``copy(dst, src, nbytes)`` between host addresses, releasing the GIL."""
         self._lanes: list[tuple[_Slot, _Slot]] = []
         self._workers: ThreadPoolExecutor | None = None
 
@@ -94,13 +104,13 @@ class Staging:
             copy = driver.cuMemcpyHtoDAsync(dst, address(src), src.nbytes, stream)
             check(status, "cuMemcpyHtoDAsync", copy)
             return
-        base = address(src)
+        base, copy = address(src), self.copy
 
         def chunk(slot: _Slot, offset: int, size: int) -> None:
             slot.wait()
-            ctypes.memmove(slot.ptr, base + offset, size)
-            copy = driver.cuMemcpyHtoDAsync(dst + offset, slot.ptr, size, stream)
-            check(status, "cuMemcpyHtoDAsync", copy)
+            copy(slot.ptr, base + offset, size)
+            dma = driver.cuMemcpyHtoDAsync(dst + offset, slot.ptr, size, stream)
+            check(status, "cuMemcpyHtoDAsync", dma)
             slot.record(stream, status)
 
         self._run(chunk, src.nbytes)
@@ -115,14 +125,14 @@ class Staging:
                 ErrorStatus.KERNEL_SYNC, "cuStreamSynchronize", driver.cuStreamSynchronize(stream)
             )
             return
-        base = address(dst)
+        base, copy = address(dst), self.copy
 
         def chunk(slot: _Slot, offset: int, size: int) -> None:
-            copy = driver.cuMemcpyDtoHAsync(slot.ptr, src + offset, size, stream)
-            check(status, "cuMemcpyDtoHAsync", copy)
+            dma = driver.cuMemcpyDtoHAsync(slot.ptr, src + offset, size, stream)
+            check(status, "cuMemcpyDtoHAsync", dma)
             slot.record(stream, status)
             slot.wait()
-            ctypes.memmove(base + offset, slot.ptr, size)
+            copy(base + offset, slot.ptr, size)
 
         self._run(chunk, dst.nbytes)
 

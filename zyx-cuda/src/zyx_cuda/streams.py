@@ -69,17 +69,23 @@ class Streams:
         self.tracker.commit(queue, seq * self.count + queue, reads, writes)
 
     def inline(
-        self, reads: Sequence[str], writes: Sequence[str], enqueue: Sequence[str]
+        self,
+        reads: Sequence[str],
+        writes: Sequence[str],
+        enqueue: Sequence[str],
+        *,
+        address: bool = False,
     ) -> tuple[list[str], dict[str, object]]:
-        """``select``, then the ``enqueue`` lines (which find the stream in ``stream``), then
-        ``commit``, as lines of Python for a launch function generated per program (see
+        """``select``, then the ``enqueue`` lines (which find the stream in ``stream``: its
+        ``CUstream``, or its address as an int where ``address``), then ``commit``, as lines
+        of Python for a launch function generated per program (see
         ``DependencyTracker.inline``); returns them and the names they use."""
         plan = self.tracker.inline(reads, writes)
         lines = [
             *plan.choose,
             "if waits:",
             "    streams_wait(streams_handles[queue], waits)",
-            "stream = streams_handles[queue]",
+            f"stream = streams_{'addresses' if address else 'handles'}[queue]",
             *enqueue,
             "seq = streams_issued[queue] + 1",
             "streams_issued[queue] = seq",
@@ -90,6 +96,7 @@ class Streams:
             **plan.names,
             "streams_wait": self._wait,
             "streams_handles": self.handles,
+            "streams_addresses": [int(handle) for handle in self.handles],
             "streams_issued": self.issued,
         }
         return lines, names

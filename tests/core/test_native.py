@@ -1,0 +1,76 @@
+"""zyx.native: extension modules built at run time, cached, and absent without a compiler."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from zyx import native
+
+SOURCE = """
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+static PyObject *twice(PyObject *self, PyObject *x) {
+    long v = PyLong_AsLong(x);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromLong(2 * v);
+}
+static PyMethodDef methods[] = {{"twice", twice, METH_O, NULL}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "NAME", NULL, -1, methods};
+PyMODINIT_FUNC PyInit_NAME(void) { return PyModule_Create(&module); }
+"""
+
+needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler 'cc' on PATH")
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An empty cache and no module loaded yet in this process."""
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ZYX_NATIVE", raising=False)
+    monkeypatch.setattr(native, "_loaded", {})
+
+
+def source(name: str) -> str:
+    return SOURCE.replace("NAME", name)
+
+
+@needs_cc
+def test_builds_loads_and_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = native.load("_zyx_test_twice", source("_zyx_test_twice"))
+    assert module is not None and module.twice(21) == 42
+    assert native.load("_zyx_test_twice", source("_zyx_test_twice")) is module
+    assert len(list((tmp_path / "native").iterdir())) == 1
+    # A later process finds it in the cache and needs no compiler.
+    monkeypatch.setattr(native, "_loaded", {})
+    monkeypatch.setenv("ZYX_HOST_COMPILER", "none")
+    again = native.load("_zyx_test_twice", source("_zyx_test_twice"))
+    assert again is not None and again.twice(-4) == -8
+
+
+def test_no_compiler_means_none_and_a_reason(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("ZYX_HOST_COMPILER", "none")
+    with caplog.at_level(logging.INFO, logger="zyx.compile"):
+        assert native.load("_zyx_test_absent", source("_zyx_test_absent")) is None
+    assert "ZYX_HOST_COMPILER=none" in caplog.text
+
+
+def test_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZYX_NATIVE", "0")
+    assert not native.enabled()
+    assert native.load("_zyx_test_off", source("_zyx_test_off")) is None
+
+
+@needs_cc
+def test_a_build_error_is_logged_with_the_compiler_output(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broken = source("_zyx_test_broken").replace("return PyLong_FromLong", "return undeclared +")
+    with caplog.at_level(logging.WARNING, logger="zyx.compile"):
+        assert native.load("_zyx_test_broken", broken) is None
+    assert "_zyx_test_broken failed to build" in caplog.text and "undeclared" in caplog.text
