@@ -14,6 +14,7 @@
    ``torch.cuda.CUDAGraph`` of the same 100 ops; wall time of replays + synchronize.
 4. Host to device, 1 GiB from pageable numpy memory via ``pool.write`` vs torch from
    pinned and from pageable memory; wall time until synchronized.
+5. With two GPUs: 1 GiB from GPU 0 to GPU 1 via ``copy_from`` vs torch's ``copy_``.
 
 Every number is the median of repeated runs after warm-up, on random data. Math mode:
 IEEE f32 (NVRTC without ``--use_fast_math``; FMA contraction on, NVRTC's default).
@@ -355,6 +356,47 @@ def host_to_device(device: Any, torch: Any) -> list[Row]:
     return rows
 
 
+# ---- 5. peer copy --------------------------------------------------------------------------
+
+
+def peer_copy(device: Any, torch: Any) -> list[Row]:
+    """1 GiB from GPU 0 to GPU 1 (none where there is one GPU): zyx ``copy_from`` vs torch."""
+    from zyx_cuda.device import CudaDevice
+
+    if torch.cuda.device_count() < 2:
+        return []
+    other = CudaDevice(1)
+    src, dst = device.pool.allocate(GIB), other.pool.allocate(GIB)
+    device.pool.write(src, torch.rand(N).numpy())
+    link = "direct link" if other.context.reach(device.context) else "staged by the driver"
+    bench = "GPU 0 to GPU 1, 1 GiB"
+
+    def zyx() -> float:
+        other.synchronize()
+        start = time.perf_counter()
+        other.pool.copy_from(device.pool, src, dst)
+        other.synchronize()
+        return GIB / (time.perf_counter() - start) / 1e9
+
+    a, b = torch.rand(N, device="cuda:0"), torch.empty(N, device="cuda:1")
+
+    def peer() -> float:
+        torch.cuda.synchronize(0)
+        torch.cuda.synchronize(1)
+        start = time.perf_counter()
+        b.copy_(a)
+        torch.cuda.synchronize(1)
+        return GIB / (time.perf_counter() - start) / 1e9
+
+    rows = [
+        _row(bench, f"zyx pool.copy_from ({link})", median_of(zyx, 10), "GB/s"),
+        _row(bench, "torch copy_", median_of(peer, 10), "GB/s"),
+    ]
+    device.pool.release(src)
+    other.pool.release(dst)
+    return rows
+
+
 # ---- report --------------------------------------------------------------------------------
 
 
@@ -424,6 +466,7 @@ def main() -> None:
         lambda: launch_overhead(device, torch, cupy),
         lambda: graph_replay(device, torch),
         lambda: host_to_device(device, torch),
+        lambda: peer_copy(device, torch),
     ):
         new = section()
         rows += new

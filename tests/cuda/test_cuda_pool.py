@@ -137,3 +137,33 @@ def test_pinned_staging_beats_pageable_copies(device: CudaDevice, rng: np.random
     gbps = data.nbytes / (time.perf_counter() - start) / 1e9
     pool.release(buf)
     assert gbps > 10, f"pool.write reached only {gbps:.1f} GB/s"
+
+
+def test_copies_between_two_gpus_round_trip(gpu: None, rng: np.random.Generator) -> None:
+    """GPU 0 to GPU 1 and back, over the direct link where the hardware has one; the
+    source is released right after the copy is enqueued (freed only once it was read)."""
+    from cuda.bindings import driver
+
+    from zyx_cuda.device import CudaDevice
+
+    if driver.cuDeviceGetCount()[1] < 2:
+        pytest.skip("needs two CUDA GPUs")
+    first, second = CudaDevice(0), CudaDevice(1)
+    data = rng.standard_normal((64 << 20) // 8 + 3)  # not a whole number of any chunk
+    a = first.pool.allocate(data.nbytes)
+    first.pool.write(a, data)
+    b = second.pool.allocate(data.nbytes)
+    second.pool.copy_from(first.pool, a, b)
+    first.pool.release(a)
+    c = first.pool.allocate(data.nbytes)
+    first.pool.copy_from(second.pool, b, c)
+    out = np.full_like(data, np.nan)
+    first.pool.read(c, out)
+    np.testing.assert_array_equal(out, data)
+    link = first.context.reach(second.context)
+    can = driver.cuDeviceCanAccessPeer(first.context.device, second.context.device)[1]
+    assert link == bool(can)
+    second.pool.release(b)
+    first.pool.release(c)
+    first.synchronize()
+    second.synchronize()

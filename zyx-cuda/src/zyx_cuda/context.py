@@ -15,7 +15,7 @@ import threading
 from cuda.bindings import driver
 
 from zyx.errors import ErrorStatus
-from zyx_cuda.errors import check
+from zyx_cuda.errors import check, cuda_error
 
 
 class _Current(threading.local):
@@ -42,6 +42,7 @@ class Context:
             "cuDevicePrimaryCtxRetain",
             driver.cuDevicePrimaryCtxRetain(self.device),
         )
+        self._peers: dict[int, bool] = {}
 
     def activate(self, *, force: bool = False) -> None:
         """Make this context current on the calling thread."""
@@ -50,3 +51,30 @@ class Context:
                 ErrorStatus.INITIALIZATION, "cuCtxSetCurrent", driver.cuCtxSetCurrent(self.handle)
             )
             current_context.context = self
+
+    def reach(self, peer: Context) -> bool:
+        """Whether copies between this context's device and ``peer``'s go over the direct
+        link (NVLink, PCIe peer to peer): where the hardware allows, peer access is enabled
+        both ways on first use; without it the driver stages peer copies through the host.
+        Leaves this context current."""
+        if peer.ordinal not in self._peers:
+            same = peer.ordinal == self.ordinal  # the same primary context: no link needed
+            self._peers[peer.ordinal] = same or (self._enable(peer) and peer._enable(self))
+        self.activate()
+        return self._peers[peer.ordinal]
+
+    def _enable(self, peer: Context) -> bool:
+        """Let this context access ``peer``'s memory, where the hardware allows."""
+        can = check(
+            ErrorStatus.INITIALIZATION,
+            "cuDeviceCanAccessPeer",
+            driver.cuDeviceCanAccessPeer(self.device, peer.device),
+        )
+        if not can:
+            return False
+        self.activate()
+        (result,) = driver.cuCtxEnablePeerAccess(peer.handle, 0)
+        enabled = driver.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+        if result and result != enabled:
+            raise cuda_error(ErrorStatus.INITIALIZATION, "cuCtxEnablePeerAccess", result)
+        return True

@@ -141,9 +141,9 @@ class CudaPool(MemoryPool):
         streams.commit(queue, (src,), (dst,))
 
     def _copy_peer(self, src_pool: CudaPool, src: Buffer, dst: Buffer) -> None:
-        """Copy from another GPU on one of this device's streams. The driver uses the direct
-        link where ``cuDeviceCanAccessPeer`` allows, else stages through the host."""
-        self.context.activate()
+        """Copy from another GPU on one of this device's streams, over the direct link
+        where the hardware has one (``Context.reach``), else staged by the driver."""
+        self.context.reach(src_pool.context)
         streams = self.streams
         queue = streams.select((), (dst,))
         stream = streams.handles[queue]
