@@ -3,6 +3,7 @@
 # tests, the conformance suite on cuda, NVIDIA OpenCL and host, `zyx check` on every
 # device, and both benchmarks. Run from the repository root on the device machine.
 # Logs go into $OUT/gpu-logs.tar.gz, benchmark results to $OUT/*_bench.{md,json}.
+# ONLY=cuda skips the OpenCL steps.
 # A warm machine may hold zyx packages an earlier run installed; pip --target keeps them.
 rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
 source scripts/gpu-prelude.sh || exit 1
@@ -14,14 +15,15 @@ step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
   tail -n 3 "$logs/$name.log"; echo "== $name: exit $status, $((SECONDS - start)) s"; }
 nvidia=$(python3 -c "import pyopencl as cl; print(next(i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name))")
 step devices 60 python3 -m zyx devices
+step native 120 python3 -c "import logging; logging.basicConfig(level=logging.DEBUG); from zyx_cuda.native import launcher; print('native launch:', launcher())"
 step doctor 60 python3 -m zyx doctor --explain
 step cuda-tests 150 python3 -m pytest tests/cuda -q -rs -p no:cacheprovider
 step cuda-conformance 120 python3 -m pytest --pyargs zyx.testing --zyx-backend cuda -q -p no:cacheprovider
-step opencl-tests 150 python3 -m pytest tests/opencl -q -rs -p no:cacheprovider
-ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" step opencl-conformance 120 \
+[ "$ONLY" = cuda ] || step opencl-tests 150 python3 -m pytest tests/opencl -q -rs -p no:cacheprovider
+[ "$ONLY" = cuda ] || ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" step opencl-conformance 120 \
   python3 -m pytest --pyargs zyx.testing --zyx-backend opencl -q -p no:cacheprovider
 step host-conformance 120 python3 -m pytest --pyargs zyx.testing --zyx-backend host -q -p no:cacheprovider
 step check 120 python3 -m zyx check
 step cuda-bench 150 python3 benchmarks/cuda_bench.py
-step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
+[ "$ONLY" = cuda ] || step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
 tar -czf "$OUT/gpu-logs.tar.gz" -C "$logs" .
