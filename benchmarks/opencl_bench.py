@@ -12,9 +12,11 @@ the current folder) and prints the markdown.
    Both timed by OpenCL event profiling of one launch; TB/s counts bytes read + written.
 2. Host overhead of one launch of an empty kernel: the host time of a burst of
    ``--launches`` launches, per launch, drained (untimed) between bursts. Raw pyopencl:
-   ``enqueue_nd_range_kernel`` with the arguments set once, without and with a
-   ``clFlush`` per 100 commands (zyx's window), and the idiomatic ``kernel(queue, ...)``
-   call that sets the arguments each time. zyx: ``Device.launch`` with the window of 100
+   ``enqueue_nd_range_kernel`` with the arguments set once, on one queue without and with
+   a ``clFlush`` per 100 commands (zyx's window), and round 8 queues with a ``clFlush`` of
+   each per 100 (zyx's schedule of this kernel, in native calls alone); and the idiomatic
+   ``kernel(queue, ...)`` call that sets the arguments each time. zyx: ``Device.launch``
+   with the window of 100
    (8 queues: the kernel's one buffer is only read, so the launches go round the queues,
    least-loaded first), the same with 1 queue, and with a window of 1 (each command
    enqueued and flushed at once).
@@ -162,11 +164,26 @@ def launch_overhead(devices: dict[str, OpenCLDevice], launches: int, repeats: in
         if next(flushes) % 100 == 99:
             queue.flush()
 
+    queues = [cl.CommandQueue(context, cl_device) for _ in range(8)]
+    turns = iter(range(1 << 62))
+
+    def raw_round() -> None:
+        turn = next(turns)
+        enqueue(queues[turn % 8], kernel, one, one)
+        if turn % 100 == 99:
+            for each in queues:
+                each.flush()
+
+    def finish_all() -> None:
+        for each in queues:
+            each.finish()
+
     def idiomatic() -> None:
         kernel(queue, one, one, handle)
 
     runners["raw enqueue_nd_range_kernel, args preset"] = (raw, queue.finish)
     runners["raw enqueue_nd_range_kernel + clFlush / 100"] = (raw_flushed, queue.finish)
+    runners["raw, round 8 queues + clFlush of each / 100"] = (raw_round, finish_all)
     runners["raw kernel(queue, ...), args set each call"] = (idiomatic, queue.finish)
 
     def burst(launch: Callable[[], None], drain: Callable[[], None]) -> float:
