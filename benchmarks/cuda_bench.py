@@ -326,22 +326,12 @@ def host_to_device(device: Any, torch: Any) -> list[Row]:
         rows.append(_row(bench, implementation, median_of(gbps, 10), "GB/s"))
 
     h2d, d2h = "host to device 1 GiB", "device to host 1 GiB"
-    staging = pool.staging
-    copy = "streaming stores" if staging.copy is not ctypes.memmove else "memmove"
     record(
         h2d,
-        f"zyx pool.write (pageable numpy, {staging.threads} lanes, {copy})",
+        f"zyx pool.write (pageable numpy, {pool.staging.threads} lanes)",
         lambda: pool.write(buf, host),
         device.synchronize,
     )
-    if staging.copy is not ctypes.memmove:  # the fallback, where the module is not built
-        with mock.patch.object(staging, "copy", ctypes.memmove):
-            record(
-                h2d,
-                f"zyx pool.write (pageable numpy, {staging.threads} lanes, memmove)",
-                lambda: pool.write(buf, host),
-                device.synchronize,
-            )
     back = np.empty_like(host)
     pool.read(buf, back)
     assert np.array_equal(back, host)

@@ -1,4 +1,4 @@
-"""zyx-cuda's native module without a GPU: its copy, and its launch's argument checks."""
+"""zyx-cuda's native module without a GPU: it builds, and its launch checks its arguments."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import shutil
 from importlib import resources
 from types import ModuleType
 
-import numpy as np
 import pytest
 
 from zyx import native
@@ -30,21 +29,14 @@ def module() -> ModuleType:
     return built
 
 
-@pytest.mark.parametrize("size", [0, 1, 15, 16, 63, 64, 65, 1000, (1 << 20) + 7])
-@pytest.mark.parametrize("shift", [0, 1, 8, 13])
-def test_copy_matches_every_byte(module: ModuleType, size: int, shift: int) -> None:
-    rng = np.random.default_rng(size * 31 + shift)
-    src = rng.integers(0, 256, size + 32, dtype=np.uint8)
-    dst = np.full(size + 64, 0xA5, np.uint8)  # poison: bytes outside the copy stay
-    module.copy(dst.ctypes.data + 3 + shift, src.ctypes.data + shift, size)
-    np.testing.assert_array_equal(dst[3 + shift : 3 + shift + size], src[shift : shift + size])
-    assert np.all(dst[: 3 + shift] == 0xA5) and np.all(dst[3 + shift + size :] == 0xA5)
-
-
 def test_launch_checks_its_arguments(module: ModuleType) -> None:
     with pytest.raises(RuntimeError, match="before bind"):
         module.launch(1, 1, 1, 1, 1, 1, 1, 0, 0, 0)
     with pytest.raises(TypeError, match="10 arguments"):
         module.launch(1, 2, 3)
-    with pytest.raises(TypeError, match="3 arguments"):
-        module.copy(1, 2)
+    with pytest.raises(OverflowError):
+        module.launch(1, 1 << 32, 1, 1, 1, 1, 1, 0, 0, 0)
+    with pytest.raises(OverflowError):
+        module.launch(1, 1, -1, 1, 1, 1, 1, 0, 0, 0)
+    with pytest.raises(TypeError):
+        module.launch(1, 1, 1, 1.5, 1, 1, 1, 0, 0, 0)

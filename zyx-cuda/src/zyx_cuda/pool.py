@@ -164,8 +164,10 @@ class CudaPool(MemoryPool):
         )
         streams.commit(queue, (), (dst,))
         # The source device must not overwrite or free ``src`` before the copy has read it.
+        # An event must be recorded in its stream's context: this one's, waited on there.
+        done = streams.mark(queue)
         src_pool.context.activate()
-        src_pool.streams.order_after(stream, reads=(src,))
+        src_pool.streams.order_after_event(done, reads=(src,))
         self.context.activate()
 
     def synchronize(self) -> None:

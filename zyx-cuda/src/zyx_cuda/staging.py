@@ -10,14 +10,12 @@ finished and the slot may be filled again. Measured on the H200 (2026-11-30, 1 G
 chunks beat 2, 8, 16 and 32 MiB in two sweeps, 4 threads reached half the speed, and 8, 12
 and 16 threads landed within run-to-run noise of each other (43-50 GB/s host to device,
 the DMA alone reaching 55): the host memory bandwidth of the extra copy is the limit.
+Streaming (non-temporal) stores into the slots were tried and lost: 39 against 50 GB/s
+(BENCHMARKS.md).
 
 Copies below ``DIRECT_BYTES`` skip staging: the driver copies small pageable sources
 into its own staging before ``cuMemcpyHtoDAsync`` returns, which is cheaper than a hop
 through the lanes.
-
-A lane fills its slot with the native module's streaming-store ``copy`` where it is built
-(``zyx_cuda.native``): plain stores first read every destination line into the cache,
-which costs host memory bandwidth, the limit here. Else with ``ctypes.memmove``.
 
 The pinned slots are allocated on the first large copy and kept for the life of the
 process.
@@ -37,7 +35,6 @@ from cuda.bindings import driver
 from zyx.errors import ErrorStatus
 from zyx_cuda.context import Context
 from zyx_cuda.errors import check
-from zyx_cuda.native import native
 
 DIRECT_BYTES = 1 << 18
 SLOT_BYTES = 4 << 20
@@ -88,11 +85,6 @@ class Staging:
         self.context = context
         self.threads = threads
         self.slot_bytes = slot_bytes
-        fast = native()
-        self.copy: Callable[[int, int, int], object] = (
-            fast.copy if fast is not None else ctypes.memmove
-        )
-        """``copy(dst, src, nbytes)`` between host addresses, releasing the GIL."""
         self._lanes: list[tuple[_Slot, _Slot]] = []
         self._workers: ThreadPoolExecutor | None = None
 
@@ -104,13 +96,13 @@ class Staging:
             copy = driver.cuMemcpyHtoDAsync(dst, address(src), src.nbytes, stream)
             check(status, "cuMemcpyHtoDAsync", copy)
             return
-        base, copy = address(src), self.copy
+        base = address(src)
 
         def chunk(slot: _Slot, offset: int, size: int) -> None:
             slot.wait()
-            copy(slot.ptr, base + offset, size)
-            dma = driver.cuMemcpyHtoDAsync(dst + offset, slot.ptr, size, stream)
-            check(status, "cuMemcpyHtoDAsync", dma)
+            ctypes.memmove(slot.ptr, base + offset, size)
+            copy = driver.cuMemcpyHtoDAsync(dst + offset, slot.ptr, size, stream)
+            check(status, "cuMemcpyHtoDAsync", copy)
             slot.record(stream, status)
 
         self._run(chunk, src.nbytes)
@@ -125,14 +117,14 @@ class Staging:
                 ErrorStatus.KERNEL_SYNC, "cuStreamSynchronize", driver.cuStreamSynchronize(stream)
             )
             return
-        base, copy = address(dst), self.copy
+        base = address(dst)
 
         def chunk(slot: _Slot, offset: int, size: int) -> None:
-            dma = driver.cuMemcpyDtoHAsync(slot.ptr, src + offset, size, stream)
-            check(status, "cuMemcpyDtoHAsync", dma)
+            copy = driver.cuMemcpyDtoHAsync(slot.ptr, src + offset, size, stream)
+            check(status, "cuMemcpyDtoHAsync", copy)
             slot.record(stream, status)
             slot.wait()
-            copy(base + offset, slot.ptr, size)
+            ctypes.memmove(base + offset, slot.ptr, size)
 
         self._run(chunk, dst.nbytes)
 

@@ -202,19 +202,32 @@ class Streams:
     def order_after(
         self, stream: Any, reads: Iterable[Buffer] = (), writes: Iterable[Buffer] = ()
     ) -> None:
-        """Work already enqueued on a foreign ``stream`` reads or writes these buffers: make
-        later commands on them wait for it, as if it ran on one of these streams."""
-        queue = self.tracker.choose(())
+        """Work already enqueued on a foreign ``stream`` of this context (a producer's)
+        reads or writes these buffers: make later commands on them wait for it, as if it
+        ran on one of these streams."""
         event = self._spare.pop() if self._spare else self._new_event()
         check(ErrorStatus.KERNEL_LAUNCH, "cuEventRecord", driver.cuEventRecord(event, stream))
+        self.order_after_event(event, reads, writes)
+        # The wait captured the event's state; it can be recorded again at once.
+        self._spare.append(event)
+
+    def order_after_event(
+        self, event: Any, reads: Iterable[Buffer] = (), writes: Iterable[Buffer] = ()
+    ) -> None:
+        """Work that is complete when ``event`` is (of any context: another device's copy)
+        reads or writes these buffers: make later commands on them wait for it."""
+        queue = self.tracker.choose(())
         check(
             ErrorStatus.KERNEL_LAUNCH,
             "cuStreamWaitEvent",
             _wait_event(self.handles[queue], event, 0),
         )
-        # The wait captured the event's state; it can be recorded again at once.
-        self._spare.append(event)
         self.commit(queue, reads, writes)
+
+    def mark(self, queue: int) -> Any:
+        """An event that completes once everything submitted to ``queue`` so far has (for
+        another device to wait on; it is recycled once seen complete)."""
+        return self._event(queue, self.issued[queue])
 
     # ---- sync points --------------------------------------------------------------------
 
