@@ -18,10 +18,12 @@ the current folder) and prints the markdown.
    ``kernel(queue, ...)`` call that sets the arguments each time. zyx: ``Device.launch``
    with the window of 100
    (8 queues: the kernel's one buffer is only read, so the launches go round the queues,
-   least-loaded first), the same with 1 queue, and with a window of 1 (each command
+   least-loaded first), the same with 1 queue, with the window's gate set the other way
+   than the device's default (``opencl.gate``), and with a window of 1 (each command
    enqueued and flushed at once).
 3. Throughput of ``--launches`` small independent kernels (add of ``--small`` elements
-   into 64 rotating outputs): wall time of launching all and synchronizing, 8 queues vs 1.
+   into 64 rotating outputs): wall time of launching all and synchronizing, 8 queues vs 1,
+   each with the gate as the device's default and the other way.
 
 Every number is the median of ``--repeats`` runs after warm-up, on random data. Math mode:
 the seed's build options (``-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable``).
@@ -329,18 +331,26 @@ def main() -> None:
         return pick(args.platform, args.device, **fields)
 
     dev = device()
+    gate = dev.scheduler.gated
+    other = f"gate {'off' if gate else 'on'}"
     rows = bandwidth(dev, args.size_mib, args.repeats)
     rows += launch_overhead(
         {
-            "zyx Device.launch, window 100": dev,
+            f"zyx Device.launch, window 100 (gate {'on' if gate else 'off'})": dev,
             "zyx Device.launch, window 100, 1 queue": device(queues=1),
+            f"zyx Device.launch, window 100, {other}": device(gate=not gate),
             "zyx Device.launch, window 1": device(window=1),
         },
         args.launches,
         args.repeats,
     )
     rows += throughput(
-        {"zyx, 8 queues": dev, "zyx, 1 queue": device(queues=1)},
+        {
+            "zyx, 8 queues": dev,
+            "zyx, 1 queue": device(queues=1),
+            f"zyx, 8 queues, {other}": device(gate=not gate),
+            f"zyx, 1 queue, {other}": device(queues=1, gate=not gate),
+        },
         args.launches,
         args.small,
         args.repeats,

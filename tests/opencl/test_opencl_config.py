@@ -21,7 +21,9 @@ def section(**fields: Any) -> OpenCLSection:
 
 
 def test_defaults_use_every_platform_with_eight_queues_and_a_window_of_100() -> None:
-    assert section() == OpenCLSection(enabled=True, platform_ids=None, queues=8, window=100)
+    assert section() == OpenCLSection(
+        enabled=True, platform_ids=None, queues=8, window=100, gate=None
+    )
 
 
 @pytest.mark.parametrize("ids", [None, [], [0], [2, 1]])

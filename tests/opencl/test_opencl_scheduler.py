@@ -178,9 +178,13 @@ def test_fuzz_eight_queues_match_one_queue_and_numpy(device: OpenCLDevice, seed:
     one = replay(steps, OnDevice(open_all(queues=1)[index], initial))
     eight = replay(steps, OnDevice(open_all(queues=8)[index], initial))
     small_window = replay(steps, OnDevice(open_all(queues=8, window=7)[index], initial))
+    other_gate = replay(
+        steps, OnDevice(open_all(queues=8, gate=not device.scheduler.gated)[index], initial)
+    )
     assert mismatches(one, want) == 0
     assert mismatches(eight, one) == 0
     assert mismatches(small_window, one) == 0
+    assert mismatches(other_gate, one) == 0
 
 
 def busy_kernel() -> Kernel:

@@ -230,12 +230,14 @@ class OpenCLDevice(Device):
     backend = "opencl"
     pool: OpenCLPool
 
-    def __init__(self, index: int, device: cl.Device, *, queues: int, window: int) -> None:
+    def __init__(
+        self, index: int, device: cl.Device, *, queues: int, window: int, gate: bool
+    ) -> None:
         self.index = index
         self.cl_device = device
         self.info = device_info(device)
         context = cl.Context([device])
-        self.scheduler = Scheduler(context, device, queues, window)
+        self.scheduler = Scheduler(context, device, queues, window, gate=gate)
         self.pool = OpenCLPool(self.name, context, device, self.scheduler)
         self.compiler = Compiler(context, device)
         self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
@@ -310,7 +312,15 @@ def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:
         raise BackendError(ErrorStatus.DEVICE_ENUMERATION, f"no device on platforms {names}")
     try:
         devices = [
-            OpenCLDevice(index, device, queues=section.queues, window=section.window)
+            OpenCLDevice(
+                index,
+                device,
+                queues=section.queues,
+                window=section.window,
+                gate=bool(device.type & cl.device_type.CPU)
+                if section.gate is None
+                else section.gate,
+            )
             for index, device in enumerate(found)
         ]
     except cl.Error as error:

@@ -10,10 +10,11 @@ bookkeeping. Every other command is a ``Command``. Enqueuing a window:
 1. each command goes to the queue that last wrote its first input, else to the
    least-loaded queue, and its read-after-write, write-after-write and write-after-read
    hazards against other queues become its event wait list (``zyx.streams``);
-2. the first command of each queue also waits for the window's gate, a user event set
-   complete once the whole window is enqueued. A driver that starts each command as it
-   is enqueued (PoCL) would otherwise wake its idle worker threads once per command, and
-   the host's enqueues cost 2-3x more (measured on PoCL, two cores);
+2. where the scheduler is ``gated``, the first command of each queue also waits for the
+   window's gate, a user event set complete once the whole window is enqueued. A driver
+   that starts each command as it is enqueued (PoCL) would otherwise wake its idle worker
+   threads once per command, and the host's enqueues cost 2-3x more (measured on PoCL,
+   two cores);
 3. every queue the window used is flushed once. A command may wait on another queue's
    event only once that queue was flushed; flushing once per window rather than once per
    command is what the window saves.
@@ -108,8 +109,12 @@ _NO_WORK: Work = (0, 0, 0)
 class Scheduler:
     """The queues of one device, the window, and the dependency maps over them."""
 
-    def __init__(self, context: cl.Context, device: cl.Device, queues: int, window: int) -> None:
+    def __init__(
+        self, context: cl.Context, device: cl.Device, queues: int, window: int, *, gate: bool
+    ) -> None:
         self.context = context
+        self.gated = gate
+        """Whether windows of two commands or more are held behind a gate."""
         self.queues = [cl.CommandQueue(context, device) for _ in range(queues)]
         self.timing_queue = cl.CommandQueue(
             context, device, cl.command_queue_properties.PROFILING_ENABLE
@@ -279,7 +284,7 @@ class Scheduler:
         self._mark_idle()
         used, gate = self._used, self._gate
         used[:] = [False] * len(used)
-        if len(batch) > 1:  # a gate for one command would only add its own cost
+        if self.gated and len(batch) > 1:  # a gate for one command only adds its own cost
             gate.append(cl.UserEvent(self.context))
         try:
             self._enqueue_entries(batch)
