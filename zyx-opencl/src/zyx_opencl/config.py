@@ -23,6 +23,6 @@ class OpenCLSection(BackendSection):
     """Commands per micro-batch: the scheduler flushes at this size or at a sync point."""
     gate: bool | None = None
     """Hold each window's commands behind a user event until the whole window is enqueued;
-    ``None``: on CPU devices only. Measured: PoCL's enqueue costs 2-3x less behind it; on
-    NVIDIA's OpenCL, ``Device.launch`` takes half the host time, but the driver hands the
-    held commands to the GPU more slowly (about 5-13% fewer small kernels per second)."""
+    ``None``: on CPU devices only. Measured (BENCHMARKS.md): on PoCL, ``Device.launch``
+    takes 30-50% less host time with it; on NVIDIA's OpenCL half, but 8-15% fewer small
+    kernels per second go through, and the process's other enqueues slow down."""
