@@ -269,7 +269,7 @@ class OpenCLDevice(Device):
         self.scheduler.flush()  # launches in the window still need the kernel
         del own.kernel  # its last reference: pyopencl releases the cl_kernel
         own.bound = None
-        own.inspect = own.submit = partial(_refuse, self._not_ours(own))
+        own.inspect = own.submit = partial(self._refuse, own)
 
     def synchronize(self) -> None:
         self.scheduler.synchronize()
@@ -285,10 +285,9 @@ class OpenCLDevice(Device):
             ErrorStatus.INCORRECT_KERNEL_ARG, f"{program!r} is not a live program of {self.name}"
         )
 
-
-def _refuse(error: BackendError, args: Sequence[Arg]) -> Any:
-    """A released program's ``inspect`` and ``submit``: every launch is refused."""
-    raise error
+    def _refuse(self, program: Program, args: Sequence[Arg]) -> Any:
+        """A released program's ``inspect`` and ``submit``: every launch is refused."""
+        raise self._not_ours(program)
 
 
 def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:
