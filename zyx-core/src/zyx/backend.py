@@ -12,7 +12,7 @@ so a bad argument is an error before any native call, in every backend alike.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar, TypeAlias, cast
@@ -242,9 +242,16 @@ class Program:
         kinds, count = self.param_kinds, len(self.param_kinds)
         limits = self.device.info.max_global_work_dims
         args = [f"a{i}" for i in range(count)]
-        lines = ["def inspect(args):", f"    if len(args) != {count}:", "        raise count(args)"]
-        if count:
-            lines.append(f"    {', '.join(args)}, = args")
+        lines = ["def inspect(args):"]
+        if count:  # unpacking checks the count: no len() call on the hot path
+            lines += [
+                "    try:",
+                f"        {', '.join(args)}, = args",
+                "    except (TypeError, ValueError):",
+                "        raise count(args) from None",
+            ]
+        else:
+            lines += ["    if len(args):", "        raise count(args)"]
         for i, (kind, dtype) in enumerate(zip(kinds, self.param_dtypes)):
             a = args[i]
             if kind is ParamKind.VARIABLE:
@@ -282,9 +289,10 @@ class Program:
         return f"<{type(self).__name__} {self.name} on {self.device.name}>"
 
 
-def _count_error(name: str, count: int, args: Sequence[Arg]) -> BackendError:
+def _count_error(name: str, count: int, args: object) -> BackendError:
+    got = len(args) if isinstance(args, Sized) else f"{type(args).__name__}, not a sequence"
     return BackendError(
-        ErrorStatus.INCORRECT_KERNEL_ARG, f"{name} takes {count} arguments, got {len(args)}"
+        ErrorStatus.INCORRECT_KERNEL_ARG, f"{name} takes {count} arguments, got {got}"
     )
 
 

@@ -106,6 +106,7 @@ class ArgBlock:
         self.address = ctypes.addressof(self._pointers)
         """The ``void**`` to pass as ``kernelParams``."""
         self._kinds, self._dtypes = tuple(kinds), tuple(dtypes)
+        self._packed: list[object] = [None] * len(codes)
 
     def packing(self) -> tuple[list[str], dict[str, object]]:
         """Lines for ``Program.specialize`` that write a launch's checked arguments ``a0``,
@@ -120,15 +121,25 @@ class ArgBlock:
                 values.append(f"round_to(float(a{i}), DType.{dtype.name})")
             else:
                 values.append(f"a{i}")
+        if not values:
+            return [], {}
+        args = [f"a{i}" for i in range(len(values))]
+        # The slots keep what was packed last: a launch with the same argument objects (the
+        # same buffers, say) skips the packing. A failed packing forgets them.
         lines = [
-            "try:",
-            f"    pack_into(slots, 0, {', '.join(values)})",
-            "except struct_error as error:",
-            "    raise out_of_range(error) from error",
+            f"if {' or '.join(f'{a} is not packed[{i}]' for i, a in enumerate(args))}:",
+            "    try:",
+            f"        pack_into(slots, 0, {', '.join(values)})",
+            "    except struct_error as error:",
+            "        packed[:] = unpacked",
+            "        raise out_of_range(error) from error",
+            f"    packed[:] = ({', '.join(args)},)",
         ]
         names = {
             "pack_into": self._struct.pack_into,
             "slots": self._slots,
+            "packed": self._packed,
+            "unpacked": [None] * len(values),
             "struct_error": struct.error,
             "out_of_range": _out_of_range,
             "round_to": round_to,
