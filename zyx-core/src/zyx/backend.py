@@ -282,11 +282,22 @@ class Program:
             "bad": partial(_bad_arg, self.name, kinds, self.param_dtypes, self.device.pool.name),
             **(names or {}),
         }
-        exec(compile("\n".join(lines), f"<zyx: inspect {self.name}>", "exec"), namespace)
-        return cast("Callable[[Sequence[Arg]], Prepared]", namespace["inspect"])
+        inspect = generate(lines, namespace, f"inspect {self.name}")
+        return cast("Callable[[Sequence[Arg]], Prepared]", inspect)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} on {self.device.name}>"
+
+
+def generate(lines: Sequence[str], names: Mapping[str, object], label: str) -> Callable[..., Any]:
+    """The function that ``lines`` define (``def name(...):`` first), with ``names`` as its
+    globals: how the launch paths get straight-line code for one program. ``label`` names
+    it in tracebacks (``<zyx: label>``)."""
+    namespace = dict(names)
+    before = set(namespace)
+    exec(compile("\n".join(lines), f"<zyx: {label}>", "exec"), namespace)
+    (defined,) = set(namespace) - before - {"__builtins__"}
+    return cast("Callable[..., Any]", namespace[defined])
 
 
 def _count_error(name: str, count: int, args: object) -> BackendError:

@@ -22,7 +22,7 @@ from typing import Any, cast
 import numpy as np
 import pyopencl as cl
 
-from zyx.backend import Arg, Device, DeviceInfo, Program
+from zyx.backend import Arg, Device, DeviceInfo, Program, generate
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel, ParamKind, check_limits
@@ -194,10 +194,12 @@ class OpenCLProgram(Program):
         )
         unpack = [f"{''.join(f'a{i}, ' for i in range(count))}= args"] if count else []
         lines = [*unpack, *schedule, "return queue"]
-        source = "\n".join(["def enqueue(args, work):", *(f"    {line}" for line in lines)])
-        namespace: dict[str, Any] = {**names, "program": self, "cl": cl}
-        exec(compile(source, f"<zyx: enqueue {self.name}>", "exec"), namespace)
-        return cast("Callable[[tuple[Arg, ...], Work], int]", namespace["enqueue"])
+        enqueue = generate(
+            ["def enqueue(args, work):", *(f"    {line}" for line in lines)],
+            {**names, "program": self, "cl": cl},
+            f"enqueue {self.name}",
+        )
+        return cast("Callable[[tuple[Arg, ...], Work], int]", enqueue)
 
     def bind(self, args: tuple[Arg, ...]) -> None:
         """Set the kernel's arguments to ``args``. While its scalars stay the same, only the
