@@ -9,8 +9,9 @@ queue choice, hazard bookkeeping, argument packing. This isolates it on any mach
 - CUDA: every ``cuda.bindings.driver`` call zyx-cuda makes is replaced, before zyx_cuda
   is imported, by a Python stub that returns success (``cuLaunchKernel`` does nothing),
   so a ``CudaDevice`` opens without a GPU. NVRTC compiles for real (sm_90).
-- OpenCL: a real device (PoCL here), with ``enqueue_nd_range_kernel`` replaced by a stub
-  returning one completed event; setting kernel arguments and flushing stay real.
+- OpenCL: a real device (PoCL here), with the kernel enqueue replaced by a stub that
+  succeeds (zyx-opencl's native ``enqueue``, or pyopencl's ``enqueue_nd_range_kernel``
+  with ``ZYX_NATIVE=0``); setting kernel arguments, markers and flushes stay real.
 
 Each case is the host time of a burst of ``--launches`` launches, per launch, median of
 ``--repeats`` bursts (the device synchronized, untimed, between bursts). The stub's own
@@ -193,17 +194,29 @@ def cuda(launches: int, repeats: int) -> dict[str, float]:
 
 
 def opencl(launches: int, repeats: int, platform: str) -> dict[str, float]:
+    from unittest import mock
+
     import pyopencl as cl
     from opencl_bench import pick
-    from pyopencl import _cl
+
+    from zyx_opencl.native import launcher
 
     device = pick(platform, 0)
+    if launcher() is not None:  # the native enqueue, stubbed: it returns CL_SUCCESS
+
+        def stub(*args: Any) -> int:
+            return 0
+
+        with mock.patch("zyx_opencl.device.launcher", lambda: stub):
+            add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())
+        return measure(
+            launch_cases(device, add, empty, lambda: stub(1, 1, 1, 1, 1, 1, 1, 1, None)),
+            launches,
+            repeats,
+        )
+    # pyopencl's enqueue, stubbed (the generated code looks it up in the module).
     add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())
     queue = device.scheduler.queues[0]
-    buf = device.pool.allocate(64)
-    device.launch(empty, [buf])
-    device.synchronize()
-    # A completed marker event: every stubbed enqueue returns it.
     event = cl.enqueue_marker(queue)
     event.wait()
 
@@ -211,7 +224,6 @@ def opencl(launches: int, repeats: int, platform: str) -> dict[str, float]:
         return event
 
     cl.enqueue_nd_range_kernel = enqueue
-    _cl.enqueue_nd_range_kernel = enqueue
     kernel, one = empty.kernel, (1,)
     return measure(
         launch_cases(device, add, empty, lambda: enqueue(queue, kernel, one, one, None, None)),
@@ -232,7 +244,10 @@ def main() -> None:
         native = "python" if os.environ.get("ZYX_NATIVE") == "0" else "native"
         results[f"cuda (driver stubbed, {native} launch)"] = cuda(args.launches, args.repeats)
     if args.backend in ("opencl", "all"):
-        results["opencl (enqueue stubbed)"] = opencl(args.launches, args.repeats, args.platform)
+        native = "python" if os.environ.get("ZYX_NATIVE") == "0" else "native"
+        results[f"opencl (enqueue stubbed, {native} enqueue)"] = opencl(
+            args.launches, args.repeats, args.platform
+        )
     print("| backend | case | µs per launch | zyx overhead (− stub) |")
     print("|---|---|---:|---:|")
     for backend, times in results.items():

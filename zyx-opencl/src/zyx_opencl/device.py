@@ -29,8 +29,9 @@ from zyx.ir import Kernel, ParamKind, check_limits
 from zyx_opencl.codegen import OpenCLDialect
 from zyx_opencl.compiler import Compiler
 from zyx_opencl.config import OpenCLSection
+from zyx_opencl.native import launcher
 from zyx_opencl.pool import OpenCLPool
-from zyx_opencl.scheduler import Scheduler, Work
+from zyx_opencl.scheduler import Scheduler, Work, enqueue_failure
 
 _log = logging.getLogger("zyx.dev")
 _asm_log = logging.getLogger("zyx.asm")
@@ -178,28 +179,47 @@ class OpenCLProgram(Program):
         return cast("Callable[[Sequence[Arg]], None]", submit)
 
     def _specialize_enqueue(self) -> Callable[[tuple[Arg, ...], Work], int]:
-        """The scheduler's ``Launchable.enqueue``, straight-line for this program's params."""
+        """The scheduler's ``Launchable.enqueue``, straight-line for this program's params:
+        through zyx-opencl's native module where it is built, else through pyopencl (its
+        event dropped)."""
         count = len(self.param_kinds)
-        schedule, names = self.device.scheduler.inline(
+        scheduler, native = self.device.scheduler, launcher()
+        lx, ly, lz = self.local_size
+        if native is not None:
+            enqueue = [
+                f"status = enqueue_kernel(queue_addresses[queue], {self.kernel.int_ptr}, "
+                f"work[0], work[1], work[2], {lx}, {ly}, {lz}, wait_list)",
+                "if status:",
+                "    raise enqueue_failure(what, status)",
+            ]
+        else:  # positional: keywords cost extra in pyopencl's binding
+            enqueue = [
+                "cl.enqueue_nd_range_kernel(scheduler_queues[queue], program.kernel, work, "
+                f"{self.local_size}, None, wait_list)"
+            ]
+        schedule, names = scheduler.inline(
             self.arg_names(ParamKind.GLOBAL),
             self.arg_names(ParamKind.GLOBAL_MUT),
-            [
-                "if program.bound != args:",
-                "    program.bind(args)",
-                # Positional: keywords cost extra in pyopencl's binding. Looked up in the
-                # module at each call, so that a benchmark can stub it.
-                "token = cl.enqueue_nd_range_kernel("
-                f"cl_queue, program.kernel, work, {self.local_size}, None, waits)",
-            ],
+            ["if program.bound != args:", "    program.bind(args)", *enqueue],
+            native=native is not None,
         )
         unpack = [f"{''.join(f'a{i}, ' for i in range(count))}= args"] if count else []
         lines = [*unpack, *schedule, "return queue"]
-        enqueue = generate(
+        enqueued = generate(
             ["def enqueue(args, work):", *(f"    {line}" for line in lines)],
-            {**names, "program": self, "cl": cl},
+            {
+                **names,
+                "program": self,
+                "cl": cl,
+                "enqueue_kernel": native,
+                "enqueue_failure": enqueue_failure,
+                "what": f"clEnqueueNDRangeKernel({self.name})",
+                "queue_addresses": [queue.int_ptr for queue in scheduler.queues],
+                "scheduler_queues": scheduler.queues,
+            },
             f"enqueue {self.name}",
         )
-        return cast("Callable[[tuple[Arg, ...], Work], int]", enqueue)
+        return cast("Callable[[tuple[Arg, ...], Work], int]", enqueued)
 
     def bind(self, args: tuple[Arg, ...]) -> None:
         """Set the kernel's arguments to ``args``. While its scalars stay the same, only the

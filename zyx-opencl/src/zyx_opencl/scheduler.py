@@ -19,12 +19,17 @@ bookkeeping. Every other command is a ``Command``. Enqueuing a window:
    event only once that queue was flushed; flushing once per window rather than once per
    command is what the window saves.
 
-The writer and last-use maps persist across windows. They hold at most one event per
-buffer and queue, and the scheduler the last event of each queue, so an event lives only
-while it can still matter and is released (its last reference dropped) exactly once.
+Launches create no event: an event per command costs NVIDIA's OpenCL about 1.8 µs of host
+time per launch (BENCHMARKS.md). The dependency maps name points on a queue by sequence
+number instead (``seq * queues + queue``, as zyx-cuda's streams do), and an event for
+such a point is made only when something must wait for it: a marker enqueued on its queue
+(in-order, so it completes after every command before it) when another queue's command
+waits, or a released buffer's memory, or a copy's host memory. A copy's own event serves
+as such a marker too. Markers are kept per queue until seen complete, so an event lives
+only while it can still matter and is released (its last reference dropped) exactly once.
 
 A buffer released to zero is retired after the window that may use it was enqueued: its
-memory is freed once the last events that use it completed. Completion is polled, never
+memory is freed once the points of its last uses completed. Completion is polled, never
 waited for, at later flushes (the deferred list), so a release never blocks the caller.
 
 Errors are asynchronous: an enqueue that fails inside a window, or an event that ends in
@@ -37,6 +42,7 @@ One scheduler serves one thread; zyx's devices are not thread-safe.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -121,14 +127,18 @@ class Scheduler:
         )
         """Runs ``launch_timed``'s kernel, alone: profiling only where it is measured."""
         self.window = window
-        self.tracker: DependencyTracker[cl.Event] = DependencyTracker(queues)
+        self.tracker: DependencyTracker[int] = DependencyTracker(queues)
+        self.issued = [0] * queues
+        """Sequence number of the last command enqueued on each queue."""
+        self.reached = [0] * queues
+        """Highest sequence number known to have completed on each queue."""
+        self._marks: list[deque[tuple[int, cl.Event]]] = [deque() for _ in range(queues)]
+        """Per queue, events not yet seen complete, with the sequence number each covers."""
         self._batch: list[Entry] = []
         self._retiring: list[tuple[Buffer, Action]] = []
         """Buffers released while the window may still use them."""
-        self._deferred: list[tuple[list[cl.Event], Action]] = []
-        """Actions waiting for events, oldest first."""
-        self._tails: list[cl.Event | None] = [None] * queues
-        """The last event enqueued on each queue, until it is seen complete."""
+        self._deferred: list[tuple[list[tuple[int, int]], Action]] = []
+        """Actions waiting for points ``(queue, seq)``, oldest first."""
         self._used = [False] * queues
         """The queues the window being enqueued used so far."""
         self._gate: list[cl.UserEvent] = []
@@ -149,31 +159,34 @@ class Scheduler:
         return lines, {"scheduler_batch": self._batch, "scheduler_flush": self.flush}
 
     def inline(
-        self, reads: Sequence[str], writes: Sequence[str], enqueue: Sequence[str]
+        self, reads: Sequence[str], writes: Sequence[str], enqueue: Sequence[str], *, native: bool
     ) -> tuple[list[str], dict[str, object]]:
         """A launch's scheduling as lines for a program's generated ``enqueue``: its queue
         and waits chosen (``DependencyTracker.inline``), then the ``enqueue`` lines, which
-        find the queue in ``cl_queue`` and the events to wait for in ``waits``, and leave
-        the launch's event in ``token``; then the record of it. Returns the lines and the
+        find the queue in ``queue`` (its index) and the wait list in ``wait_list``
+        (``None``, or event addresses where ``native``, else ``cl.Event``s) and enqueue
+        the launch without an event; then the record of it. Returns the lines and the
         names they use."""
         plan = self.tracker.inline(reads, writes)
         lines = [
             *plan.choose,
+            "gated = None",
             "if not scheduler_used[queue]:",
             "    scheduler_used[queue] = True",
-            "    if scheduler_gate:",
-            "        waits = scheduler_gate if waits is None else waits + scheduler_gate",
-            "cl_queue = scheduler_queues[queue]",
+            "    gated = scheduler_gate",
+            "wait_list = scheduler_wait_list(queue, waits, gated) if waits or gated else None",
             *enqueue,
+            "seq = scheduler_issued[queue] + 1",
+            "scheduler_issued[queue] = seq",
+            f"token = seq * {len(self.queues)} + queue",
             *plan.commit,
-            "scheduler_tails[queue] = token",
         ]
         names = {
             **plan.names,
             "scheduler_used": self._used,
             "scheduler_gate": self._gate,
-            "scheduler_queues": self.queues,
-            "scheduler_tails": self._tails,
+            "scheduler_issued": self.issued,
+            "scheduler_wait_list": self._addresses if native else self._events,
         }
         return lines, names
 
@@ -212,7 +225,10 @@ class Scheduler:
         self.flush()
         self.raise_pending()
         try:
-            self._enqueue(command, raising=True)
+            queue = self._enqueue(command, raising=True)
+            # Blocking and in order: everything before it on its queue completed too.
+            self.reached[queue] = self.issued[queue]
+            self._poll(queue)
         finally:
             self._reap()
         self.raise_pending()
@@ -236,16 +252,21 @@ class Scheduler:
         """Enqueue the window, wait for every queue, free everything released, and raise
         the first error since the last sync point."""
         self.flush()
+        busy = [q for q in range(len(self.queues)) if self.issued[q] > self.reached[q]]
+        # A marker per busy queue: a command that failed shows in its status.
+        ends = [self._event(q, self.issued[q]) for q in busy]
         for queue in self.queues:
             try:
                 queue.finish()
             except cl.Error as error:
                 self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
-        tails = self._tails
-        for tail in tails:
-            if tail is not None:
-                self._settled(tail)
-        tails[:] = [None] * len(tails)  # in place: programs' generated code holds the list
+        for q in busy:
+            self._poll(q)
+        for event in ends:
+            self._settled(event)
+        self.reached[:] = self.issued
+        for marks in self._marks:
+            marks.clear()
         self.tracker.reset()
         self.reclaim()
         self.raise_pending()
@@ -254,12 +275,10 @@ class Scheduler:
         """Enqueue the window and wait until every buffer released so far is freed."""
         self.flush()
         deferred, self._deferred = self._deferred, []
-        for events, action in deferred:
-            for event in events:
-                try:
-                    event.wait()
-                except cl.Error as error:
-                    self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
+        for points, action in deferred:
+            for queue, seq in points:
+                if seq > self.reached[queue]:
+                    self._wait(queue, seq)
             action()
 
     def raise_pending(self) -> None:
@@ -275,6 +294,10 @@ class Scheduler:
     def deferred(self) -> int:
         """Actions (frees, releases of copy sources) still waiting for their events."""
         return len(self._deferred)
+
+    def marks(self) -> int:
+        """Events held for points not yet seen complete (for leak tests)."""
+        return sum(len(marks) for marks in self._marks)
 
     # ---- inside ---------------------------------------------------------------------------
 
@@ -308,6 +331,9 @@ class Scheduler:
                 except cl.Error as error:
                     self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
                     continue
+                except BackendError as error:
+                    self._fail(error)
+                    continue
             if log:
                 _launch_log.debug("%s on queue %d", _describe(program, payload, work), queue)
         if _log.isEnabledFor(logging.DEBUG):
@@ -320,11 +346,12 @@ class Scheduler:
         reads, writes = command.reads, command.writes
         queue = tracker.choose(reads, writes)
         waits = tracker.waits(queue, reads, writes)
+        gated = None
         if not self._used[queue]:  # as Scheduler.inline's lines do
             self._used[queue] = True
-            waits += self._gate
+            gated = self._gate
         try:
-            event = command.enqueue(self.queues[queue], waits or None)
+            event = command.enqueue(self.queues[queue], self._events(queue, waits, gated))
         except cl.Error as error:
             if command.done is not None:
                 command.done()
@@ -332,34 +359,99 @@ class Scheduler:
                 raise failure(command.status, error) from error
             self._fail(failure(command.status, error))
             return -1
-        tracker.commit(queue, event, reads, writes)
-        self._tails[queue] = event
+        seq = self.issued[queue] + 1
+        self.issued[queue] = seq
+        tracker.commit(queue, seq * len(self.queues) + queue, reads, writes)
+        self._marks[queue].append((seq, event))  # its event marks its point
         if command.done is not None:
-            self._deferred.append(([event], command.done))
+            self._deferred.append(([(queue, seq)], command.done))
         return queue
 
+    def _events(
+        self, queue: int, waits: list[int] | None, gated: list[cl.UserEvent] | None
+    ) -> list[cl.Event] | None:
+        """The wait list of a command on ``queue``: an event for the latest point of each
+        other queue in ``waits`` (tokens), and the gate."""
+        latest: dict[int, int] = {}
+        count = len(self.queues)
+        for token in waits or ():
+            seq, source = divmod(token, count)
+            if seq > self.reached[source] and seq > latest.get(source, 0):
+                latest[source] = seq
+        events: list[cl.Event] = [self._event(q, seq) for q, seq in latest.items()]
+        if gated:
+            events += gated
+        return events or None
+
+    def _addresses(
+        self, queue: int, waits: list[int] | None, gated: list[cl.UserEvent] | None
+    ) -> tuple[int, ...] | None:
+        """``_events`` as the ``cl_event`` addresses the native enqueue takes."""
+        events = self._events(queue, waits, gated)
+        return tuple(event.int_ptr for event in events) if events else None
+
+    def _event(self, queue: int, seq: int) -> cl.Event:
+        """An event that completes no earlier than command ``seq`` of ``queue``: one held
+        already, else a marker enqueued now, which covers everything enqueued so far."""
+        for covered, event in self._marks[queue]:
+            if covered >= seq:
+                return event
+        cl_queue = self.queues[queue]
+        marker = cl.enqueue_marker(cl_queue)
+        cl_queue.flush()  # another queue will wait for it: it must reach the device
+        self._marks[queue].append((self.issued[queue], marker))
+        return marker
+
+    def _poll(self, queue: int) -> None:
+        """Advance ``reached[queue]`` past the events seen complete, without blocking."""
+        marks = self._marks[queue]
+        while marks and self._settled(marks[0][1]):
+            covered, _ = marks.popleft()
+            self.reached[queue] = max(self.reached[queue], covered)
+
+    def _wait(self, queue: int, seq: int) -> None:
+        """Block until command ``seq`` of ``queue`` completed."""
+        event = self._event(queue, seq)
+        try:
+            event.wait()
+        except cl.Error as error:
+            self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
+        self._poll(queue)
+
     def _mark_idle(self) -> None:
-        """Tell the tracker which queues finished all their work (for least-loaded choice)."""
-        tails = self._tails
-        for queue, tail in enumerate(tails):
-            if tail is not None and self._settled(tail):
+        """Tell the tracker which queues finished all their work (for least-loaded choice),
+        as far as the events held say."""
+        for queue in range(len(self.queues)):
+            self._poll(queue)
+            if self.reached[queue] >= self.issued[queue]:
                 self.tracker.idle(queue)
-                tails[queue] = None
 
     def _retire(self, buf: Buffer, free: Action) -> None:
-        events = list(self.tracker.forget(buf).values())
-        if events:
-            self._deferred.append((events, free))
+        count = len(self.queues)
+        points = [
+            (queue, token // count)
+            for queue, token in self.tracker.forget(buf).items()
+            if token // count > self.reached[queue]
+        ]
+        for queue, seq in points:
+            self._event(queue, seq)  # so that completion can be seen
+        if points:
+            self._deferred.append((points, free))
         else:
             free()
 
     def _reap(self) -> None:
-        """Run the deferred actions whose events completed, oldest first, up to the first
+        """Run the deferred actions whose points completed, oldest first, up to the first
         one still waiting (later ones wait for a later flush: polling stays cheap)."""
         deferred = self._deferred
+        if not deferred:
+            return
+        for queue in {queue for points, _ in deferred for queue, _ in points}:
+            self._poll(queue)
+        reached = self.reached
         done = 0
-        for events, action in deferred:
-            if not all(self._settled(event) for event in events):
+        for points, action in deferred:
+            if not all(seq <= reached[queue] for queue, seq in points):
                 break
             action()
             done += 1
@@ -382,6 +474,12 @@ class Scheduler:
 
 def _describe(program: Launchable | None, payload: Any, work: Work) -> str:
     return f"<launch {program.name} {work}>" if program is not None else repr(payload)
+
+
+def enqueue_failure(what: str, code: int) -> BackendError:
+    """The error of a native enqueue that returned ``code``."""
+    name = _STATUS_NAMES.get(code, str(code))
+    return _failure(ErrorStatus.KERNEL_SYNC, code, f"{what} failed: {name}")
 
 
 def failure(status: ErrorStatus, error: cl.Error) -> BackendError:

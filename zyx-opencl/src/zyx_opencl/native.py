@@ -1,0 +1,52 @@
+"""zyx-opencl's native enqueue (``native.c``, built by ``zyx.native``), or ``None``.
+
+``enqueue`` calls ``clEnqueueNDRangeKernel`` with plain ints and no event out; pyopencl's
+binding always creates one (about 1.8 µs of host time per launch on NVIDIA's OpenCL, 0.3-0.8
+on PoCL). The entry point is taken from the ICD loader pyopencl itself loaded (its wheel
+bundles one), else the system's; the loader dispatches through the queue's own driver.
+Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``) zyx-opencl enqueues
+through pyopencl and drops the event: the same results, slower.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+from collections.abc import Callable
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import cast
+
+import pyopencl as cl
+
+from zyx import native as zyx_native
+
+_log = logging.getLogger("zyx.compile")
+
+
+@cache
+def launcher() -> Callable[..., int] | None:
+    """The module's ``enqueue``, bound to the loader's ``clEnqueueNDRangeKernel``, or
+    ``None``."""
+    source = resources.files("zyx_opencl").joinpath("native.c").read_text()
+    module = zyx_native.load("_zyx_opencl_native", source)
+    loader = _loader()
+    if module is None or loader is None:
+        return None
+    module.bind(ctypes.cast(loader.clEnqueueNDRangeKernel, ctypes.c_void_p).value)
+    return cast("Callable[..., int]", module.enqueue)
+
+
+def _loader() -> ctypes.CDLL | None:
+    """The OpenCL ICD loader pyopencl uses, else the system's."""
+    bundled = sorted((Path(cl.__file__).parent / ".libs").glob("libOpenCL*"))
+    path = str(bundled[0]) if bundled else ctypes.util.find_library("OpenCL")
+    try:
+        if path is None:
+            raise OSError("no libOpenCL beside pyopencl or on the library path")
+        return ctypes.CDLL(path)
+    except OSError as error:
+        _log.info("opencl: no ICD loader to call (%s); enqueuing through pyopencl", error)
+        return None
