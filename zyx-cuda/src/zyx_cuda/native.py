@@ -1,9 +1,11 @@
 """zyx-cuda's native module (``native.c``, built by ``zyx.native``), or ``None``.
 
 ``launch`` calls the driver's ``cuLaunchKernel`` with plain ints, below cuda-python's
-binding, which builds conversion objects for its eleven arguments (0.6 µs less per
-``Device.launch`` on the H200 machine). Without a C compiler or Python's headers (or with
-``ZYX_NATIVE=0``) zyx-cuda calls cuda-python instead: the same results, a little slower.
+binding, which builds conversion objects for its eleven arguments (0.25-0.6 µs less per
+``Device.launch`` on the H200 machine). ``upload`` and ``download`` run a staging lane's
+share of a large copy without the GIL (``zyx_cuda.staging``). Without a C compiler or
+Python's headers (or with ``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and runs the lanes
+in Python instead: the same results, slower.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from zyx.errors import ErrorStatus
 from zyx_cuda.errors import check
 
 _CUDA_VERSION = 12000
-"""The ``cuLaunchKernel`` ABI asked of ``cuGetProcAddress``: unchanged since CUDA 4."""
+"""The ABI asked of ``cuGetProcAddress``: these calls' signatures are those of CUDA 12 and
+13 (``cuMemcpy*`` resolve to their ``_v2`` entry points)."""
 
 
 @cache
@@ -37,6 +40,25 @@ def launcher() -> Callable[..., int] | None:
     module = native()
     if module is None:
         return None
-    found = driver.cuGetProcAddress(b"cuLaunchKernel", _CUDA_VERSION, 0)
-    module.bind(int(check(ErrorStatus.INITIALIZATION, "cuGetProcAddress", found[:2])))
+    module.bind(_entry(b"cuLaunchKernel"))
     return cast("Callable[..., int]", module.launch)
+
+
+@cache
+def copier() -> ModuleType | None:
+    """The module with its staging lanes (``upload``, ``download``) bound to the driver's
+    copy and event calls, or ``None``."""
+    module = native()
+    if module is None:
+        return None
+    module.bind_copies(*(_entry(name) for name in _COPY_CALLS))
+    return module
+
+
+_COPY_CALLS = (b"cuMemcpyHtoDAsync", b"cuMemcpyDtoHAsync", b"cuEventRecord", b"cuEventSynchronize")
+
+
+def _entry(name: bytes) -> int:
+    """The driver's entry point ``name`` (its current version, as cuda-python calls it)."""
+    found = driver.cuGetProcAddress(name, _CUDA_VERSION, 0)
+    return int(check(ErrorStatus.INITIALIZATION, "cuGetProcAddress", found[:2]))

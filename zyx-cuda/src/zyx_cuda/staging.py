@@ -13,6 +13,10 @@ the DMA alone reaching 55): the host memory bandwidth of the extra copy is the l
 Streaming (non-temporal) stores into the slots were tried and lost: 39 against 50 GB/s
 (BENCHMARKS.md).
 
+Where zyx-cuda's native module is built, each lane's whole share runs in C without the GIL
+(``native.c``: ``upload``, ``download``; the download also starts a chunk's DMA while the
+one before is copied out); else in Python, a GIL handoff per driver call.
+
 Copies below ``DIRECT_BYTES`` skip staging: the driver copies small pageable sources
 into its own staging before ``cuMemcpyHtoDAsync`` returns, which is cheaper than a hop
 through the lanes.
@@ -34,7 +38,8 @@ from cuda.bindings import driver
 
 from zyx.errors import ErrorStatus
 from zyx_cuda.context import Context
-from zyx_cuda.errors import check
+from zyx_cuda.errors import check, cuda_error
+from zyx_cuda.native import copier
 
 DIRECT_BYTES = 1 << 18
 SLOT_BYTES = 4 << 20
@@ -42,6 +47,8 @@ THREADS = max(1, min(12, os.cpu_count() or 1))
 
 Chunk = Callable[["_Slot", int, int], None]
 """Copies one chunk, ``(slot, offset, size)``, through ``slot``."""
+Lane = Callable[[tuple["_Slot", "_Slot"], range], None]
+"""Copies a lane's chunks (their offsets) through its two slots."""
 
 
 def address(view: memoryview) -> int:
@@ -87,6 +94,7 @@ class Staging:
         self.slot_bytes = slot_bytes
         self._lanes: list[tuple[_Slot, _Slot]] = []
         self._workers: ThreadPoolExecutor | None = None
+        self._native = copier()
 
     def upload(self, dst: int, src: memoryview, stream: Any) -> None:
         """Enqueue a copy of host ``src`` to device address ``dst`` on ``stream``. Returns
@@ -97,6 +105,10 @@ class Staging:
             check(status, "cuMemcpyHtoDAsync", copy)
             return
         base = address(src)
+        if self._native is not None:
+            upload = self._native.upload
+            self._run(self._native_lane(upload, dst, base, src.nbytes, stream, status), src.nbytes)
+            return
 
         def chunk(slot: _Slot, offset: int, size: int) -> None:
             slot.wait()
@@ -105,7 +117,7 @@ class Staging:
             check(status, "cuMemcpyHtoDAsync", copy)
             slot.record(stream, status)
 
-        self._run(chunk, src.nbytes)
+        self._run(self._chunked(chunk, src.nbytes), src.nbytes)
 
     def download(self, dst: memoryview, src: int, stream: Any) -> None:
         """Copy device address ``src`` into host ``dst`` on ``stream``; returns when done."""
@@ -118,6 +130,12 @@ class Staging:
             )
             return
         base = address(dst)
+        if self._native is not None:
+            download = self._native.download
+            self._run(
+                self._native_lane(download, src, base, dst.nbytes, stream, status), dst.nbytes
+            )
+            return
 
         def chunk(slot: _Slot, offset: int, size: int) -> None:
             copy = driver.cuMemcpyDtoHAsync(slot.ptr, src + offset, size, stream)
@@ -126,15 +144,15 @@ class Staging:
             slot.wait()
             ctypes.memmove(base + offset, slot.ptr, size)
 
-        self._run(chunk, dst.nbytes)
+        self._run(self._chunked(chunk, dst.nbytes), dst.nbytes)
 
-    def _run(self, chunk: Chunk, nbytes: int) -> None:
-        """Run ``chunk`` over every chunk of ``nbytes``, dealt round-robin to the lanes."""
+    def _run(self, lane: Lane, nbytes: int) -> None:
+        """Run ``lane`` on every lane's share of ``nbytes``: the chunks dealt round-robin."""
         lanes, workers = self._ready()
         offsets = range(0, nbytes, self.slot_bytes)
         count = min(len(lanes), len(offsets))
         futures = [
-            workers.submit(self._lane, chunk, lanes[i], offsets[i::count], nbytes)
+            workers.submit(self._in_context, lane, lanes[i], offsets[i::count])
             for i in range(count)
         ]
         errors = [future.exception() for future in futures]
@@ -142,11 +160,40 @@ class Staging:
             if error is not None:
                 raise error
 
-    def _lane(self, chunk: Chunk, slots: tuple[_Slot, _Slot], offsets: range, nbytes: int) -> None:
-        """One worker's share: its chunks in order, alternating between its two slots."""
+    def _in_context(self, lane: Lane, slots: tuple[_Slot, _Slot], offsets: range) -> None:
         self.context.activate()
-        for i, offset in enumerate(offsets):
-            chunk(slots[i % 2], offset, min(self.slot_bytes, nbytes - offset))
+        lane(slots, offsets)
+
+    def _chunked(self, chunk: Chunk, nbytes: int) -> Lane:
+        """A lane that runs ``chunk`` on its chunks in order, alternating its two slots."""
+
+        def lane(slots: tuple[_Slot, _Slot], offsets: range) -> None:
+            for i, offset in enumerate(offsets):
+                chunk(slots[i % 2], offset, min(self.slot_bytes, nbytes - offset))
+
+        return lane
+
+    def _native_lane(
+        self,
+        call: Callable[..., tuple[int, str]],
+        device: int,
+        host: int,
+        nbytes: int,
+        stream: Any,
+        status: ErrorStatus,
+    ) -> Lane:
+        """A lane run by the native module's ``upload`` or ``download``, without the GIL."""
+
+        def lane(slots: tuple[_Slot, _Slot], offsets: range) -> None:
+            first, second = slots
+            result, what = call(
+                device, host, nbytes, offsets.start, offsets.step, self.slot_bytes,
+                first.ptr, int(first.event), second.ptr, int(second.event), int(stream),
+            )  # fmt: skip
+            if result:
+                raise cuda_error(status, what, result)
+
+        return lane
 
     def _ready(self) -> tuple[list[tuple[_Slot, _Slot]], ThreadPoolExecutor]:
         if self._workers is None:
