@@ -1,4 +1,4 @@
-"""zyx-cuda's native module without a GPU: it builds, and its launch checks its arguments."""
+"""zyx-cuda's native module without a GPU: it builds, and its calls check their arguments."""
 
 from __future__ import annotations
 
@@ -40,3 +40,15 @@ def test_launch_checks_its_arguments(module: ModuleType) -> None:
         module.launch(1, 1, -1, 1, 1, 1, 1, 0, 0, 0)
     with pytest.raises(TypeError):
         module.launch(1, 1, 1, 1.5, 1, 1, 1, 0, 0, 0)
+
+
+def test_staging_lanes_check_their_arguments(module: ModuleType) -> None:
+    lane = (1, 2, 3, 0, 1, 1, 5, 6, 7, 8, 9)
+    with pytest.raises(RuntimeError, match="before bind_copies"):
+        module.upload(*lane)
+    with pytest.raises(TypeError, match="11 arguments"):
+        module.download(1, 2)
+    with pytest.raises(ValueError, match="step and a slot size"):
+        module.upload(1, 2, 3, 0, 0, 1, 5, 6, 7, 8, 9)
+    with pytest.raises(OverflowError):
+        module.download(-1, *lane[1:])
