@@ -7,9 +7,10 @@ cache (``zyx_opencl.compiler``).
 The launch path is code generated per program, in two parts: ``submit`` checks a
 launch's arguments (``Program.specialize``) and appends it to the scheduler's window;
 ``enqueue``, when the window is enqueued, chooses its queue and waits, sets the kernel's
-arguments where they differ from the ones it last ran with, enqueues it and records its
-event (``Scheduler.inline``). A Python call costs about a tenth of a launch's time on the
-host: each part is one.
+arguments where they differ from the ones it last ran with, enqueues it without an event
+(``zyx_opencl.native``, else pyopencl) and records it by sequence number
+(``Scheduler.inline``). A Python call costs about a tenth of a launch's time on the host:
+each part is one.
 """
 
 from __future__ import annotations

@@ -61,9 +61,9 @@ class Copy(Command):
 
 
 def _keep() -> None:
-    """The ``done`` of an upload: its event, and with it the host bytes, stay referenced by
-    the deferred list until the copy completed (dropping a pending pyopencl host-copy
-    event would block until it completes)."""
+    """The ``done`` of an upload: nothing left to do. Its event, which holds the host bytes,
+    stays with the scheduler (as the mark of its point) until seen complete: dropping a
+    pending pyopencl host-copy event would block until it completes."""
 
 
 class OpenCLPool(MemoryPool):
