@@ -74,3 +74,12 @@ def test_a_build_error_is_logged_with_the_compiler_output(
     with caplog.at_level(logging.WARNING, logger="zyx.compile"):
         assert native.load("_zyx_test_broken", broken) is None
     assert "_zyx_test_broken failed to build" in caplog.text and "undeclared" in caplog.text
+
+
+@needs_cc
+def test_an_unwritable_cache_still_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(blocked))  # the cache folder cannot be made
+    module = native.load("_zyx_test_uncached", source("_zyx_test_uncached"))
+    assert module is not None and module.twice(5) == 10
