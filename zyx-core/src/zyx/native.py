@@ -85,6 +85,8 @@ def _build(name: str, source: str) -> bytes | None:
         c_file, built = Path(tmp) / f"{name}.c", Path(tmp) / f"{name}.so"
         c_file.write_text(source)
         command = [compiler, "-O2", "-shared", "-fPIC", "-I", str(include), str(c_file)]
+        if sys.platform == "darwin":  # Python's symbols resolve when the module is loaded
+            command += ["-undefined", "dynamic_lookup"]
         try:
             result = subprocess.run(
                 [*command, "-o", str(built)], capture_output=True, text=True, timeout=300
