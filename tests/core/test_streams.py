@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from zyx.streams import DependencyTracker
+from zyx.backend import generate
+from zyx.streams import DependencyTracker, unreached
 
 
 class Buf:
@@ -122,11 +123,9 @@ def compile_inline(tracker: DependencyTracker[int], reads: int, writes: int) -> 
     plan = tracker.inline(read_names, write_names)
     body = [*plan.choose, *plan.commit, "return queue, waits"]
     names = ", ".join([*read_names, *write_names])
-    source = "def run(buffers, token):\n" + (f"    {names}, = buffers\n" if names else "")
-    source += "".join(f"    {line}\n" for line in body)
-    namespace: dict[str, Any] = dict(plan.names)
-    exec(source, namespace)
-    return namespace["run"]
+    unpack = [f"{names}, = buffers"] if names else []
+    lines = ["def run(buffers, token):", *(f"    {line}" for line in [*unpack, *body])]
+    return generate(lines, plan.names, f"inline {reads} {writes}")
 
 
 def test_inlined_scheduling_decides_exactly_as_the_methods() -> None:
@@ -166,3 +165,11 @@ def test_inlined_scheduling_decides_exactly_as_the_methods() -> None:
                     b.tracking.writer,
                 )
                 assert a.tracking.readers == b.tracking.readers
+
+
+def test_unreached_keeps_the_latest_point_per_queue_not_yet_reached() -> None:
+    queues = 4
+    tokens = [seq * queues + queue for seq, queue in [(3, 1), (5, 1), (2, 2), (7, 0), (4, 3)]]
+    reached = [7, 0, 1, 9]  # queue 0 reached 7, queue 3 reached 9: nothing to wait for there
+    assert unreached(tokens, queues, reached) == {1: 5, 2: 2}
+    assert unreached([], queues, reached) == {}

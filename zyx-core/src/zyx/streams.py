@@ -25,6 +25,21 @@ from typing import Any, Generic, Protocol, TypeVar
 T = TypeVar("T")
 
 
+def unreached(tokens: Iterable[int], queues: int, reached: Sequence[int]) -> dict[int, int]:
+    """Per queue, the latest point among ``tokens`` not known to have completed.
+
+    For backends whose tokens are sequence numbers (``seq * queues + queue``, zyx-cuda's and
+    zyx-opencl's): a point ``seq`` of ``queue`` has completed once ``reached[queue]`` is at
+    least ``seq``. On an in-order queue waiting for the latest point covers the earlier
+    ones, so the result holds one ``seq`` per queue."""
+    latest: dict[int, int] = {}
+    for token in tokens:
+        seq, queue = divmod(token, queues)
+        if seq > reached[queue] and seq > latest.get(queue, 0):
+            latest[queue] = seq
+    return latest
+
+
 class Tracked(Protocol):
     """What the tracker schedules: a ``zyx.backend.Buffer``. Its ``tracking`` slot holds the
     buffer's access record, so the hot path reads an attribute instead of looking the

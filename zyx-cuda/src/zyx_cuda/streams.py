@@ -19,7 +19,7 @@ from cuda.bindings import driver
 
 from zyx.backend import Buffer
 from zyx.errors import ErrorStatus
-from zyx.streams import DependencyTracker
+from zyx.streams import DependencyTracker, unreached
 from zyx_cuda.errors import check, cuda_error
 
 _NOT_READY = driver.CUresult.CUDA_ERROR_NOT_READY
@@ -105,12 +105,7 @@ class Streams:
 
     def _wait(self, stream: Any, tokens: Iterable[int]) -> None:
         """Make ``stream`` wait for the points ``tokens`` name (one wait per source stream)."""
-        latest: dict[int, int] = {}
-        for token in tokens:
-            seq, queue = divmod(token, self.count)
-            if seq > self.reached[queue] and seq > latest.get(queue, 0):
-                latest[queue] = seq
-        for queue, seq in latest.items():
+        for queue, seq in unreached(tokens, self.count, self.reached).items():
             (result,) = _wait_event(stream, self._event(queue, seq), 0)
             if result:
                 raise cuda_error(ErrorStatus.KERNEL_LAUNCH, "cuStreamWaitEvent", result)
@@ -160,14 +155,11 @@ class Streams:
     def after(self, uses: Mapping[int, int], action: Callable[[], None]) -> None:
         """Run ``action`` once every point in ``uses`` (stream to token) has completed: now,
         if they already have, else at a later ``collect`` or ``synchronize``."""
-        pending = []
-        for queue, token in uses.items():
-            seq = token // self.count
-            if seq > self.reached[queue]:
-                self._event(queue, seq)
-                pending.append((queue, seq))
-        if pending:
-            self._deferred.append((pending, action))
+        points = list(unreached(uses.values(), self.count, self.reached).items())
+        for queue, seq in points:
+            self._event(queue, seq)
+        if points:
+            self._deferred.append((points, action))
         else:
             action()
 

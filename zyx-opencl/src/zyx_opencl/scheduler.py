@@ -50,7 +50,7 @@ import pyopencl as cl
 
 from zyx.backend import Arg, Buffer
 from zyx.errors import BackendError, ErrorStatus
-from zyx.streams import DependencyTracker
+from zyx.streams import DependencyTracker, unreached
 
 Action = Callable[[], None]
 Work = tuple[int, int, int]
@@ -253,17 +253,15 @@ class Scheduler:
         the first error since the last sync point."""
         self.flush()
         busy = [q for q in range(len(self.queues)) if self.issued[q] > self.reached[q]]
-        # A marker per busy queue: a command that failed shows in its status.
-        ends = [self._event(q, self.issued[q]) for q in busy]
+        for q in busy:  # an event at its end: a command that failed shows in its status
+            self._event(q, self.issued[q])
         for queue in self.queues:
             try:
                 queue.finish()
             except cl.Error as error:
                 self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
-        for q in busy:
+        for q in busy:  # every mark is complete now: polling reads each status once
             self._poll(q)
-        for event in ends:
-            self._settled(event)
         self.reached[:] = self.issued
         for marks in self._marks:
             marks.clear()
@@ -372,12 +370,7 @@ class Scheduler:
     ) -> list[cl.Event] | None:
         """The wait list of a command on ``queue``: an event for the latest point of each
         other queue in ``waits`` (tokens), and the gate."""
-        latest: dict[int, int] = {}
-        count = len(self.queues)
-        for token in waits or ():
-            seq, source = divmod(token, count)
-            if seq > self.reached[source] and seq > latest.get(source, 0):
-                latest[source] = seq
+        latest = unreached(waits or (), len(self.queues), self.reached)
         events: list[cl.Event] = [self._event(q, seq) for q, seq in latest.items()]
         if gated:
             events += gated
@@ -427,12 +420,8 @@ class Scheduler:
                 self.tracker.idle(queue)
 
     def _retire(self, buf: Buffer, free: Action) -> None:
-        count = len(self.queues)
-        points = [
-            (queue, token // count)
-            for queue, token in self.tracker.forget(buf).items()
-            if token // count > self.reached[queue]
-        ]
+        uses = self.tracker.forget(buf).values()
+        points = list(unreached(uses, len(self.queues), self.reached).items())
         for queue, seq in points:
             self._event(queue, seq)  # so that completion can be seen
         if points:
