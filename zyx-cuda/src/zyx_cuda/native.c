@@ -137,6 +137,11 @@ static int parse_lane(PyObject *const *args, Py_ssize_t nargs, Lane *lane) {
     return 0;
 }
 
+/* The bytes of the chunk at ``at``: a whole slot, or what is left. */
+static size_t chunk_bytes(const Lane *l, size_t at) {
+    return l->bytes - at < l->slot_bytes ? l->bytes - at : l->slot_bytes;
+}
+
 static PyObject *lane_result(int status, const char *call) {
     return Py_BuildValue("(is)", status, status ? call : "");
 }
@@ -150,7 +155,7 @@ static PyObject *upload(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const char *call = "";
     Py_BEGIN_ALLOW_THREADS
     for (size_t at = l.first; at < l.bytes; at += l.step, slot ^= 1) {
-        size_t size = l.bytes - at < l.slot_bytes ? l.bytes - at : l.slot_bytes;
+        size_t size = chunk_bytes(&l, at);
         /* An event never recorded counts as complete. */
         if ((status = event_sync(l.events[slot]))) {
             call = "cuEventSynchronize";
@@ -172,7 +177,7 @@ static PyObject *upload(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 /* Start the DMA of the chunk at ``at`` into ``slot``; the failed call's name, or NULL. */
 static const char *fetch(const Lane *l, int slot, size_t at, int *status) {
-    size_t size = l->bytes - at < l->slot_bytes ? l->bytes - at : l->slot_bytes;
+    size_t size = chunk_bytes(l, at);
     if ((*status = copy_dtoh(l->slots[slot], l->device + at, size, l->stream)))
         return "cuMemcpyDtoHAsync";
     if ((*status = event_record(l->events[slot], l->stream)))
@@ -190,7 +195,7 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
     const char *call = NULL;
     Py_BEGIN_ALLOW_THREADS
     for (size_t at = l.first; at < l.bytes; at += l.step, slot ^= 1) {
-        size_t size = l.bytes - at < l.slot_bytes ? l.bytes - at : l.slot_bytes;
+        size_t size = chunk_bytes(&l, at);
         if (at == l.first && (call = fetch(&l, slot, at, &status)))
             break;
         if (at + l.step < l.bytes && (call = fetch(&l, slot ^ 1, at + l.step, &status)))

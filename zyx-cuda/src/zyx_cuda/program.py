@@ -171,15 +171,17 @@ class KernelProgram(CudaProgram):
                 driver.cuFuncSetAttribute(self.function, attribute, self.shared_bytes),
             )
         self.args = ArgBlock(self.param_kinds, self.param_dtypes)
-        self.prepare = self.specialize(*self.args.packing())
-        self.submit = self._specialize_submit()  # type: ignore[method-assign,assignment]
-
-    def _specialize_submit(self) -> Callable[[Sequence[Arg]], None]:
-        """``submit`` as one generated function: ``prepare``'s checks and packing, then the
-        streams' scheduling (``Streams.inline``) around the ``cuLaunchKernel`` call, with
-        every constant of the call bound in. It saves the half of zyx's time per launch
-        that went to Python calls."""
         pack, names = self.args.packing()
+        self.prepare = self.specialize(pack, names)
+        self.submit = self._specialize_submit(pack, names)  # type: ignore[method-assign,assignment]
+
+    def _specialize_submit(
+        self, pack: list[str], names: dict[str, object]
+    ) -> Callable[[Sequence[Arg]], None]:
+        """``submit`` as one generated function: ``prepare``'s checks and packing (``pack``,
+        ``names``), then the streams' scheduling (``Streams.inline``) around the
+        ``cuLaunchKernel`` call, with every constant of the call bound in. It saves the half
+        of zyx's time per launch that went to Python calls."""
         streams, fast = self.device.streams, launcher()
         bx, by, bz = self.local_size
         constants = f"{bx}, {by}, {bz}, {self.shared_bytes}, stream, {self.args.address}"
