@@ -86,13 +86,13 @@ def test_independent_launches_record_no_events(device: CudaDevice) -> None:
     device.synchronize()
     streams = device.streams
     bufs = [pool.allocate(4 * N) for _ in range(3 * 16)]
-    events_before = len(streams._spare) + sum(len(m) for m in streams._marks)
+    events_before = streams.events()
     issued_before = list(streams.issued)
     for i in range(16):
         a, b, out = bufs[3 * i : 3 * i + 3]
         device.launch(program, [a, b, out, 100, N])
     assert all(now > then for now, then in zip(streams.issued, issued_before)), "not spread"
-    assert len(streams._spare) + sum(len(m) for m in streams._marks) == events_before
+    assert streams.events() == events_before
     for buf in bufs:
         pool.release(buf)
     device.release(program)

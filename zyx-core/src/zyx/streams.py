@@ -6,9 +6,13 @@ read-after-write, write-after-write and write-after-read hazards against *other*
 become waits. Commands on one queue are ordered by the queue itself and need no waits.
 
 The tracker deals in tokens: whatever a backend uses to name a completed point on a queue
-(an OpenCL event, a CUDA stream sequence number). It never touches native handles. A
+(``Sequencer``'s backends use sequence numbers). It never touches native handles. A
 buffer's record lives in its ``Buffer.tracking`` slot (an attribute load on the hot path,
 not a map lookup); the tracker also keeps the set of buffers it tracks, for ``reset``.
+
+``Sequencer`` adds what backends whose queues are in order share: commands named by
+sequence number, native events made only when something waits, and actions deferred until
+points complete.
 
 For the launch path, ``inline`` renders the same decisions as straight-line Python for one
 fixed layout of read and written buffers, for a backend to compile into a per-program launch
@@ -18,7 +22,9 @@ Python calls, and this saves four of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -66,8 +72,8 @@ class Inline:
     Run ``choose`` before enqueuing: it sets ``queue`` (as ``DependencyTracker.choose``) and
     ``waits`` (``None`` where there is no hazard, else ``DependencyTracker.waits``: tokens,
     possibly none). Run ``commit`` once the command was enqueued, with its token in the
-    variable ``token``. The lines use the variables ``t`` and ``hazard`` and need ``names``
-    in the function's globals.
+    variable ``token``. The lines use the variables ``t_<buffer variable>`` and need
+    ``names`` in the function's globals.
     """
 
     choose: list[str]
@@ -150,49 +156,50 @@ class DependencyTracker(Generic[T]):
         """``choose``, ``waits`` and ``commit`` for a command that reads the buffers in the
         variables named ``reads`` and writes those named ``writes`` (in param order).
 
-        The rendered lines decide exactly as the methods do; where a hazard is possible
-        they call ``waits`` itself, so only the common case is unrolled."""
-        choose = ["queue = -1"]
-        for buf in [*reads[:1], *writes]:
-            choose += [
-                "if queue < 0:",
-                f"    t = {buf}.tracking",
-                "    if t is not None:",
-                "        queue = t.writer_queue",
-            ]
+        The rendered lines decide exactly as the methods do. Each buffer's record is loaded
+        once, into ``t_<variable>``; where a hazard is possible they call ``waits`` itself,
+        so only the common case is unrolled."""
+        record = {buf: f"t_{buf}" for buf in [*reads, *writes]}
+        choose = [f"{t} = {buf}.tracking" for buf, t in record.items()]
+        candidates = [record[buf] for buf in [*reads[:1], *writes]]
+        if candidates:
+            first = candidates[0]
+            choose.append(f"queue = {first}.writer_queue if {first} is not None else -1")
+        else:
+            choose.append("queue = -1")
+        for t in candidates[1:]:
+            choose += [f"if queue < 0 and {t} is not None:", f"    queue = {t}.writer_queue"]
         choose += ["if queue < 0:", "    queue = tracker_load.index(min(tracker_load))"]
-        choose.append("hazard = False")
-        for buf in reads:
-            choose += [
-                f"t = {buf}.tracking",
-                "if t is not None and queue != t.writer_queue >= 0:",
-                "    hazard = True",
-            ]
-        for buf in writes:
-            choose += [
-                f"t = {buf}.tracking",
-                "if t is not None and (t.readers or queue != t.writer_queue >= 0):",
-                "    hazard = True",
-            ]
+        hazards = [
+            f"({record[b]} is not None and queue != {record[b]}.writer_queue >= 0)" for b in reads
+        ]
+        hazards += [
+            f"({t} is not None and ({t}.readers or queue != {t}.writer_queue >= 0))"
+            for t in (record[b] for b in writes)
+        ]
         listed = f"({''.join(f'{b}, ' for b in reads)}), ({''.join(f'{b}, ' for b in writes)})"
-        choose.append(f"waits = tracker_waits(queue, {listed}) if hazard else None")
+        if hazards:
+            choose.append(
+                f"waits = tracker_waits(queue, {listed}) if {' or '.join(hazards)} else None"
+            )
+        else:
+            choose.append("waits = None")
         commit = ["tracker_load[queue] += 1"]
+        # Two variables may hold one untracked buffer: each tracks it anew, and the last
+        # record wins, equal to the first (one command's accesses, one queue and token).
         for buf in reads:
-            commit += [
-                f"t = {buf}.tracking",
-                "if t is None:",
-                f"    t = tracker_track({buf})",
-                "t.readers[queue] = token",
-            ]
+            t = record[buf]
+            commit += [f"if {t} is None:", f"    {t} = tracker_track({buf})"]
+            commit.append(f"{t}.readers[queue] = token")
         for buf in writes:
+            t = record[buf]
             commit += [
-                f"t = {buf}.tracking",
-                "if t is None:",
-                f"    t = tracker_track({buf})",
-                "t.writer_queue = queue",
-                "t.writer = token",
-                "if t.readers:",
-                "    t.readers.clear()",
+                f"if {t} is None:",
+                f"    {t} = tracker_track({buf})",
+                f"{t}.writer_queue = queue",
+                f"{t}.writer = token",
+                f"if {t}.readers:",
+                f"    {t}.readers.clear()",
             ]
         names = {
             "tracker_load": self.load,
@@ -238,3 +245,182 @@ class DependencyTracker(Generic[T]):
         buf.tracking = access
         self._tracked.add(buf)
         return access
+
+
+E = TypeVar("E")
+Action = Callable[[], None]
+
+
+class Sequencer(ABC, Generic[E]):
+    """Commands on ``count`` in-order queues, each named by its sequence number on its
+    queue, with a ``DependencyTracker`` over them and native events made only on demand.
+
+    What zyx-cuda's streams and zyx-opencl's scheduler share. A command's token is
+    ``seq * count + queue``, so recording one costs no native call. An event ("mark") for a
+    point is made only when something must wait for it or see it complete: a wait across
+    queues, a deferred action. A mark made now covers every command enqueued on its queue
+    so far (the queue is in order), so one serves every later wait for an earlier point.
+    Marks are kept per queue until seen complete; ``reached`` then advances past them.
+
+    A backend supplies the native side: ``record`` (a new mark at the end of a queue),
+    ``settled`` (has a mark completed, without blocking), ``block`` (wait for one), and
+    ``recycle`` (a mark no longer needed).
+    """
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.tracker: DependencyTracker[int] = DependencyTracker(count)
+        self.issued = [0] * count
+        """Sequence number of the last command enqueued on each queue."""
+        self.reached = [0] * count
+        """Highest sequence number known to have completed on each queue."""
+        self._marks: list[deque[tuple[int, E]]] = [deque() for _ in range(count)]
+        """Per queue, marks not yet seen complete, with the sequence number each covers."""
+        self._deferred: list[tuple[list[tuple[int, int]], Action]] = []
+        """Actions waiting for points ``(queue, seq)``."""
+
+    # ---- the backend's side -------------------------------------------------------------
+
+    @abstractmethod
+    def record(self, queue: int) -> E:
+        """A new mark: an event at the end of ``queue`` that another queue may wait for."""
+
+    @abstractmethod
+    def settled(self, mark: E) -> bool:
+        """Whether ``mark`` completed (or failed: the backend raises or keeps the error)."""
+
+    @abstractmethod
+    def block(self, mark: E) -> None:
+        """Wait until ``mark`` completed."""
+
+    def recycle(self, mark: E) -> None:
+        """``mark`` is seen complete and no longer held (a backend may reuse it)."""
+
+    # ---- points ---------------------------------------------------------------------------
+
+    def commit(self, queue: int, reads: Iterable[Tracked], writes: Iterable[Tracked]) -> int:
+        """Record a command just enqueued on ``queue``; returns its sequence number."""
+        seq = self.issued[queue] + 1
+        self.issued[queue] = seq
+        self.tracker.commit(queue, seq * self.count + queue, reads, writes)
+        return seq
+
+    def inline(
+        self, reads: Sequence[str], writes: Sequence[str], enqueue: Sequence[str]
+    ) -> tuple[list[str], dict[str, object]]:
+        """A launch as lines of Python for a function generated per program: the tracker's
+        choice of ``queue`` and ``waits`` (``DependencyTracker.inline``), the backend's
+        ``enqueue`` lines (its waits, then the launch), then ``commit``. Returns the lines
+        and the names they use."""
+        plan = self.tracker.inline(reads, writes)
+        lines = [
+            *plan.choose,
+            *enqueue,
+            "seq = sequencer_issued[queue] + 1",
+            "sequencer_issued[queue] = seq",
+            f"token = seq * {self.count} + queue",
+            *plan.commit,
+        ]
+        return lines, {**plan.names, "sequencer_issued": self.issued}
+
+    def marks(self, tokens: Iterable[int]) -> list[E]:
+        """Marks to wait for before the points ``tokens`` name: one per queue, for the latest
+        point not yet reached."""
+        latest = unreached(tokens, self.count, self.reached)
+        return [self.mark(queue, seq) for queue, seq in latest.items()]
+
+    def mark(self, queue: int, seq: int) -> E:
+        """A mark that completes no earlier than command ``seq`` of ``queue``: one held
+        already, else a new one."""
+        marks = self._marks[queue]
+        for covered, mark in marks:
+            if covered >= seq:
+                return mark
+        self.poll(queue)  # a backend may reuse what completed
+        mark = self.record(queue)
+        marks.append((self.issued[queue], mark))
+        return mark
+
+    def marked(self, queue: int, seq: int, mark: E) -> None:
+        """``mark`` completes with command ``seq`` of ``queue`` (a copy's own event)."""
+        self._marks[queue].append((seq, mark))
+
+    def poll(self, queue: int) -> None:
+        """Advance ``reached[queue]`` past the marks seen complete, without blocking; a queue
+        that caught up is idle for the tracker's least-loaded choice."""
+        marks, reached = self._marks[queue], self.reached
+        while marks and self.settled(marks[0][1]):
+            covered, mark = marks.popleft()
+            reached[queue] = max(reached[queue], covered)
+            self.recycle(mark)
+        if reached[queue] >= self.issued[queue]:
+            self.tracker.idle(queue)
+
+    def done(self, queue: int) -> None:
+        """Everything enqueued on ``queue`` completed (the caller waited for it)."""
+        self.reached[queue] = self.issued[queue]
+        self.poll(queue)
+
+    def now(self) -> dict[int, int]:
+        """Per busy queue, the token of its last command: "everything enqueued so far"."""
+        count, reached = self.count, self.reached
+        return {q: seq * count + q for q, seq in enumerate(self.issued) if seq > reached[q]}
+
+    # ---- deferred actions -----------------------------------------------------------------
+
+    def after(self, tokens: Iterable[int], action: Action) -> None:
+        """Run ``action`` once every point ``tokens`` names completed: now, where they have,
+        else at a later ``collect``, ``reclaim`` or ``finished``."""
+        points = list(unreached(tokens, self.count, self.reached).items())
+        for queue, seq in points:
+            self.mark(queue, seq)  # so that its completion can be seen
+        if points:
+            self._deferred.append((points, action))
+        else:
+            action()
+
+    def collect(self) -> None:
+        """Run the deferred actions whose points completed. Never blocks."""
+        deferred = self._deferred
+        if not deferred:
+            return
+        for queue in {queue for points, _ in deferred for queue, _ in points}:
+            self.poll(queue)
+        reached = self.reached
+        waiting: list[tuple[list[tuple[int, int]], Action]] = []
+        ready: list[Action] = []
+        for points, action in deferred:
+            if all(seq <= reached[queue] for queue, seq in points):
+                ready.append(action)
+            else:
+                waiting.append((points, action))
+        self._deferred = waiting
+        for action in ready:
+            action()
+
+    def reclaim(self) -> None:
+        """Wait for the points of every deferred action, running each in turn."""
+        deferred, self._deferred = self._deferred, []
+        for points, action in deferred:
+            for queue, seq in points:
+                if seq > self.reached[queue]:
+                    self.block(self.mark(queue, seq))
+                    self.poll(queue)
+            action()
+
+    def finished(self) -> None:
+        """Every queue completed everything (the caller synchronized the device): recycle
+        the marks, forget every access, and run the deferred actions."""
+        self.reached[:] = self.issued
+        for marks in self._marks:
+            for _, mark in marks:
+                self.recycle(mark)
+            marks.clear()
+        self.tracker.reset()
+        deferred, self._deferred = self._deferred, []
+        for _, action in deferred:
+            action()
+
+    def held(self) -> tuple[int, int]:
+        """Marks held and actions deferred (for leak tests)."""
+        return sum(len(marks) for marks in self._marks), len(self._deferred)

@@ -95,7 +95,7 @@ class CudaDevice(Device):
         if program.device is not self:
             raise self._foreign(program)
         self.context.activate()
-        self.streams.after(self.streams.now(), cast(CudaProgram, program).unload)
+        self.streams.after(self.streams.now().values(), cast(CudaProgram, program).unload)
 
     def synchronize(self) -> None:
         self.context.activate()

@@ -147,7 +147,7 @@ class CudaArray:
         """Make ``stream`` wait for zyx's pending work on the buffer."""
         pool = self.pool
         pool.context.activate()
-        pool.streams.order_before(stream, pool.streams.tracker.last_uses(self._live()))
+        pool.streams.order_before(stream, pool.streams.tracker.last_uses(self._live()).values())
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:

@@ -89,7 +89,7 @@ class CudaPool(MemoryPool):
 
     def _free(self, buf: Buffer) -> None:
         self.context.activate()
-        self.streams.after(self.streams.tracker.forget(buf), lambda: self._dispose(buf))
+        self.streams.after(self.streams.tracker.forget(buf).values(), lambda: self._dispose(buf))
 
     def _dispose(self, buf: Buffer) -> None:
         owner = self._owners.pop(buf, None)
@@ -148,7 +148,7 @@ class CudaPool(MemoryPool):
         queue = streams.select((), (dst,))
         stream = streams.handles[queue]
         src_pool.context.activate()
-        src_pool.streams.order_before(stream, src_pool.streams.tracker.last_uses(src))
+        src_pool.streams.order_before(stream, src_pool.streams.tracker.last_uses(src).values())
         self.context.activate()
         check(
             ErrorStatus.MEMORY_COPY_P2P,
@@ -165,7 +165,7 @@ class CudaPool(MemoryPool):
         streams.commit(queue, (), (dst,))
         # The source device must not overwrite or free ``src`` before the copy has read it.
         # An event must be recorded in its stream's context: this one's, waited on there.
-        done = streams.mark(queue)
+        done = streams.mark(queue, streams.issued[queue])
         src_pool.context.activate()
         src_pool.streams.order_after_event(done, reads=(src,))
         self.context.activate()

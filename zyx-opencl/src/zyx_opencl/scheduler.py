@@ -42,17 +42,15 @@ One scheduler serves one thread; zyx's devices are not thread-safe.
 from __future__ import annotations
 
 import logging
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 import pyopencl as cl
 
 from zyx.backend import Arg, Buffer
 from zyx.errors import BackendError, ErrorStatus
-from zyx.streams import DependencyTracker, unreached
+from zyx.streams import Action, Sequencer
 
-Action = Callable[[], None]
 Work = tuple[int, int, int]
 
 _log = logging.getLogger("zyx.sched")
@@ -112,12 +110,14 @@ for a ``Command``."""
 _NO_WORK: Work = (0, 0, 0)
 
 
-class Scheduler:
-    """The queues of one device, the window, and the dependency maps over them."""
+class Scheduler(Sequencer[cl.Event]):
+    """The queues of one device, the window, and the dependency maps over them
+    (``zyx.streams.Sequencer``: points by sequence number, marks, deferred actions)."""
 
     def __init__(
         self, context: cl.Context, device: cl.Device, queues: int, window: int, *, gate: bool
     ) -> None:
+        super().__init__(queues)
         self.context = context
         self.gated = gate
         """Whether windows of two commands or more are held behind a gate."""
@@ -127,18 +127,9 @@ class Scheduler:
         )
         """Runs ``launch_timed``'s kernel, alone: profiling only where it is measured."""
         self.window = window
-        self.tracker: DependencyTracker[int] = DependencyTracker(queues)
-        self.issued = [0] * queues
-        """Sequence number of the last command enqueued on each queue."""
-        self.reached = [0] * queues
-        """Highest sequence number known to have completed on each queue."""
-        self._marks: list[deque[tuple[int, cl.Event]]] = [deque() for _ in range(queues)]
-        """Per queue, events not yet seen complete, with the sequence number each covers."""
         self._batch: list[Entry] = []
         self._retiring: list[tuple[Buffer, Action]] = []
         """Buffers released while the window may still use them."""
-        self._deferred: list[tuple[list[tuple[int, int]], Action]] = []
-        """Actions waiting for points ``(queue, seq)``, oldest first."""
         self._used = [False] * queues
         """The queues the window being enqueued used so far."""
         self._gate: list[cl.UserEvent] = []
@@ -159,7 +150,12 @@ class Scheduler:
         return lines, {"scheduler_batch": self._batch, "scheduler_flush": self.flush}
 
     def inline(
-        self, reads: Sequence[str], writes: Sequence[str], enqueue: Sequence[str], *, native: bool
+        self,
+        reads: Sequence[str],
+        writes: Sequence[str],
+        enqueue: Sequence[str],
+        *,
+        native: bool = False,
     ) -> tuple[list[str], dict[str, object]]:
         """A launch's scheduling as lines for a program's generated ``enqueue``: its queue
         and waits chosen (``DependencyTracker.inline``), then the ``enqueue`` lines, which
@@ -167,25 +163,17 @@ class Scheduler:
         (``None``, or event addresses where ``native``, else ``cl.Event``s) and enqueue
         the launch without an event; then the record of it. Returns the lines and the
         names they use."""
-        plan = self.tracker.inline(reads, writes)
-        lines = [
-            *plan.choose,
+        waiting = [
             "gated = None",
             "if not scheduler_used[queue]:",
             "    scheduler_used[queue] = True",
             "    gated = scheduler_gate",
             "wait_list = scheduler_wait_list(queue, waits, gated) if waits or gated else None",
-            *enqueue,
-            "seq = scheduler_issued[queue] + 1",
-            "scheduler_issued[queue] = seq",
-            f"token = seq * {len(self.queues)} + queue",
-            *plan.commit,
         ]
-        names = {
-            **plan.names,
+        lines, names = super().inline(reads, writes, [*waiting, *enqueue])
+        names |= {
             "scheduler_used": self._used,
             "scheduler_gate": self._gate,
-            "scheduler_issued": self.issued,
             "scheduler_wait_list": self._addresses if native else self._events,
         }
         return lines, names
@@ -208,7 +196,7 @@ class Scheduler:
         retiring, self._retiring = self._retiring, []
         for buf, free in retiring:
             self._retire(buf, free)
-        self._reap()
+        self.collect()
 
     def retire(self, buf: Buffer, free: Action) -> None:
         """Run ``free`` once no command, enqueued or in the window, can still use ``buf``."""
@@ -227,10 +215,9 @@ class Scheduler:
         try:
             queue = self._enqueue(command, raising=True)
             # Blocking and in order: everything before it on its queue completed too.
-            self.reached[queue] = self.issued[queue]
-            self._poll(queue)
+            self.done(queue)
         finally:
-            self._reap()
+            self.collect()
         self.raise_pending()
 
     def time(self, program: Launchable, args: tuple[Arg, ...], work: Work) -> int:
@@ -252,32 +239,23 @@ class Scheduler:
         """Enqueue the window, wait for every queue, free everything released, and raise
         the first error since the last sync point."""
         self.flush()
-        busy = [q for q in range(len(self.queues)) if self.issued[q] > self.reached[q]]
-        for q in busy:  # an event at its end: a command that failed shows in its status
-            self._event(q, self.issued[q])
+        busy = [q for q in range(self.count) if self.issued[q] > self.reached[q]]
+        for q in busy:  # a mark at its end: a command that failed shows in its status
+            self.mark(q, self.issued[q])
         for queue in self.queues:
             try:
                 queue.finish()
             except cl.Error as error:
                 self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
         for q in busy:  # every mark is complete now: polling reads each status once
-            self._poll(q)
-        self.reached[:] = self.issued
-        for marks in self._marks:
-            marks.clear()
-        self.tracker.reset()
-        self.reclaim()
+            self.poll(q)
+        self.finished()
         self.raise_pending()
 
     def reclaim(self) -> None:
         """Enqueue the window and wait until every buffer released so far is freed."""
         self.flush()
-        deferred, self._deferred = self._deferred, []
-        for points, action in deferred:
-            for queue, seq in points:
-                if seq > self.reached[queue]:
-                    self._wait(queue, seq)
-            action()
+        super().reclaim()
 
     def raise_pending(self) -> None:
         """Raise the first error kept since the last sync point, and forget it."""
@@ -289,20 +267,13 @@ class Scheduler:
         """Commands in the window, not enqueued yet."""
         return len(self._batch)
 
-    def deferred(self) -> int:
-        """Actions (frees, releases of copy sources) still waiting for their events."""
-        return len(self._deferred)
-
-    def marks(self) -> int:
-        """Events held for points not yet seen complete (for leak tests)."""
-        return sum(len(marks) for marks in self._marks)
-
     # ---- inside ---------------------------------------------------------------------------
 
     def _enqueue_batch(self, batch: list[Entry]) -> None:
         """Enqueue each command on its queue after its waits and behind the window's gate,
         open the gate, then flush the queues used."""
-        self._mark_idle()
+        for queue in range(self.count):
+            self.poll(queue)  # the least-loaded choice learns which queues are idle
         used, gate = self._used, self._gate
         used[:] = [False] * len(used)
         if self.gated and len(batch) > 1:  # a gate for one command only adds its own cost
@@ -357,21 +328,18 @@ class Scheduler:
                 raise failure(command.status, error) from error
             self._fail(failure(command.status, error))
             return -1
-        seq = self.issued[queue] + 1
-        self.issued[queue] = seq
-        tracker.commit(queue, seq * len(self.queues) + queue, reads, writes)
-        self._marks[queue].append((seq, event))  # its event marks its point
+        seq = self.commit(queue, reads, writes)
+        self.marked(queue, seq, event)  # its event marks its point
         if command.done is not None:
-            self._deferred.append(([(queue, seq)], command.done))
+            self.after((seq * self.count + queue,), command.done)
         return queue
 
     def _events(
         self, queue: int, waits: list[int] | None, gated: list[cl.UserEvent] | None
     ) -> list[cl.Event] | None:
-        """The wait list of a command on ``queue``: an event for the latest point of each
+        """The wait list of a command on ``queue``: a mark for the latest point of each
         other queue in ``waits`` (tokens), and the gate."""
-        latest = unreached(waits or (), len(self.queues), self.reached)
-        events: list[cl.Event] = [self._event(q, seq) for q, seq in latest.items()]
+        events: list[cl.Event] = self.marks(waits) if waits else []
         if gated:
             events += gated
         return events or None
@@ -383,76 +351,31 @@ class Scheduler:
         events = self._events(queue, waits, gated)
         return tuple(event.int_ptr for event in events) if events else None
 
-    def _event(self, queue: int, seq: int) -> cl.Event:
-        """An event that completes no earlier than command ``seq`` of ``queue``: one held
-        already, else a marker enqueued now, which covers everything enqueued so far."""
-        for covered, event in self._marks[queue]:
-            if covered >= seq:
-                return event
+    def _retire(self, buf: Buffer, free: Action) -> None:
+        self.after(self.tracker.forget(buf).values(), free)
+
+    # ---- marks (Sequencer) ------------------------------------------------------------------
+
+    def record(self, queue: int) -> cl.Event:
+        """A marker enqueued now, which covers everything enqueued on ``queue`` so far."""
         cl_queue = self.queues[queue]
         marker = cl.enqueue_marker(cl_queue)
         cl_queue.flush()  # another queue will wait for it: it must reach the device
-        self._marks[queue].append((self.issued[queue], marker))
         return marker
 
-    def _poll(self, queue: int) -> None:
-        """Advance ``reached[queue]`` past the events seen complete, without blocking."""
-        marks = self._marks[queue]
-        while marks and self._settled(marks[0][1]):
-            covered, _ = marks.popleft()
-            self.reached[queue] = max(self.reached[queue], covered)
-
-    def _wait(self, queue: int, seq: int) -> None:
-        """Block until command ``seq`` of ``queue`` completed."""
-        event = self._event(queue, seq)
-        try:
-            event.wait()
-        except cl.Error as error:
-            self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
-        self._poll(queue)
-
-    def _mark_idle(self) -> None:
-        """Tell the tracker which queues finished all their work (for least-loaded choice),
-        as far as the events held say."""
-        for queue in range(len(self.queues)):
-            self._poll(queue)
-            if self.reached[queue] >= self.issued[queue]:
-                self.tracker.idle(queue)
-
-    def _retire(self, buf: Buffer, free: Action) -> None:
-        uses = self.tracker.forget(buf).values()
-        points = list(unreached(uses, len(self.queues), self.reached).items())
-        for queue, seq in points:
-            self._event(queue, seq)  # so that completion can be seen
-        if points:
-            self._deferred.append((points, free))
-        else:
-            free()
-
-    def _reap(self) -> None:
-        """Run the deferred actions whose points completed, oldest first, up to the first
-        one still waiting (later ones wait for a later flush: polling stays cheap)."""
-        deferred = self._deferred
-        if not deferred:
-            return
-        for queue in {queue for points, _ in deferred for queue, _ in points}:
-            self._poll(queue)
-        reached = self.reached
-        done = 0
-        for points, action in deferred:
-            if not all(seq <= reached[queue] for queue, seq in points):
-                break
-            action()
-            done += 1
-        del deferred[:done]
-
-    def _settled(self, event: cl.Event) -> bool:
-        """Whether ``event`` completed or failed; a failure is kept as the pending error."""
-        status: int = event.command_execution_status
+    def settled(self, mark: cl.Event) -> bool:
+        """Whether ``mark`` completed or failed; a failure is kept as the pending error."""
+        status: int = mark.command_execution_status
         if status < 0:
             name = _STATUS_NAMES.get(status, str(status))
             self._fail(_failure(ErrorStatus.KERNEL_SYNC, status, f"a command ended in {name}"))
         return status <= 0
+
+    def block(self, mark: cl.Event) -> None:
+        try:
+            mark.wait()
+        except cl.Error as error:
+            self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
 
     def _fail(self, error: BackendError) -> None:
         if self._error is None:
