@@ -7,8 +7,9 @@ What a launch costs beyond the native enqueue is zyx's Python: argument checks, 
 queue choice, hazard bookkeeping, argument packing. This isolates it on any machine:
 
 - CUDA: every ``cuda.bindings.driver`` call zyx-cuda makes is replaced, before zyx_cuda
-  is imported, by a Python stub that returns success (``cuLaunchKernel`` does nothing),
-  so a ``CudaDevice`` opens without a GPU. NVRTC compiles for real (sm_90).
+  is imported, by a stub that returns success (``tests/cuda/stub_driver.py``; its
+  ``cuLaunchKernel`` is a C function that does nothing), so a ``CudaDevice`` opens without
+  a GPU. NVRTC compiles for real (sm_90).
 - OpenCL: a real device (PoCL here), with the kernel enqueue replaced by a stub that
   succeeds (zyx-opencl's native ``enqueue``, or pyopencl's ``enqueue_nd_range_kernel``
   with ``ZYX_NATIVE=0``); setting kernel arguments, markers and flushes stay real.
@@ -24,19 +25,16 @@ and once rotating over 64 outputs (the throughput test's pattern, spread over st
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "cuda"))  # stub_driver
 from kernels import strided_add  # noqa: E402
 
 from zyx.dtypes import DType  # noqa: E402
@@ -97,93 +95,23 @@ def launch_cases(
 
 # ---- CUDA, driver stubbed -------------------------------------------------------------------
 
-_ATTRIBUTES = {
-    "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MULTIPROCESSOR_COUNT": 132,
-    "CLOCK_RATE": 1_980_000, "MAX_REGISTERS_PER_BLOCK": 65536, "MAX_GRID_DIM_X": 2**31 - 1,
-    "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535, "MAX_THREADS_PER_BLOCK": 1024,
-    "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
-    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448, "WARP_SIZE": 32,
-}  # fmt: skip
-
-
-def stub_cuda_driver() -> Callable[[], None]:
-    """Replace the driver calls zyx-cuda makes with stubs; returns the launch stub."""
-    from cuda.bindings import driver
-
-    ok = driver.CUresult.CUDA_SUCCESS
-    addresses = iter(range(1 << 32, 1 << 40, 1 << 20))
-
-    def attribute(attr: Any, device: Any) -> tuple[Any, int]:
-        return ok, _ATTRIBUTES[attr.name.removeprefix("CU_DEVICE_ATTRIBUTE_")]
-
-    def handle(*args: Any) -> tuple[Any, int]:
-        return ok, 1
-
-    def done(*args: Any) -> tuple[Any]:
-        return (ok,)
-
-    def launch_kernel(f: Any, gx: Any, gy: Any, gz: Any, bx: Any, by: Any, bz: Any,
-                      shared: Any, stream: Any, params: Any, extra: Any) -> tuple[Any]:  # fmt: skip
-        return (ok,)
-
-    stubs: dict[str, Callable[..., Any]] = {
-        "cuGetProcAddress": lambda symbol, version, flags: (ok, noop_launch_address(), 0),
-        "cuDeviceGetAttribute": attribute,
-        "cuDeviceGetName": lambda size, device: (ok, b"Stubbed H200\0"),
-        "cuDeviceTotalMem": lambda device: (ok, 141 << 30),
-        "cuDeviceGetCount": lambda: (ok, 1),
-        "cuMemGetInfo": lambda: (ok, 140 << 30, 141 << 30),
-        "cuMemAlloc": lambda nbytes: (ok, next(addresses)),
-        "cuEventElapsedTime": lambda start, end: (ok, 0.001),
-        "cuLaunchKernel": launch_kernel,
-    }
-    for name in ("cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuStreamCreate",
-                 "cuEventCreate", "cuModuleLoadData", "cuModuleGetFunction"):  # fmt: skip
-        stubs[name] = handle
-    for name in ("cuCtxSetCurrent", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
-                 "cuStreamSynchronize", "cuEventSynchronize", "cuMemFree", "cuModuleUnload",
-                 "cuFuncSetAttribute", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"):  # fmt: skip
-        stubs[name] = done
-    for name, stub in stubs.items():
-        setattr(driver, name, stub)
-    assert "zyx_cuda" not in sys.modules, "stub the driver before zyx_cuda binds its calls"
-    params = 0
-
-    def stub_launch() -> None:
-        launch_kernel(None, 1, 1, 1, 1, 1, 1, 0, None, params, 0)
-
-    return stub_launch
-
-
-@cache
-def noop_launch_address() -> int:
-    """The address of a C ``cuLaunchKernel`` stand-in that returns success, for zyx-cuda's
-    native launch (built with the host compiler, which the native module needs anyway)."""
-    folder = Path(tempfile.mkdtemp(prefix="zyx-noop-"))
-    (folder / "noop.c").write_text(
-        "int noop_launch(void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e,"
-        " unsigned g, unsigned h, void *s, void **p, void **x) { return 0; }\n"
-    )
-    subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(folder / "noop.c"), "-o",
-                    str(folder / "noop.so")], check=True)  # fmt: skip
-    library = ctypes.CDLL(str(folder / "noop.so"))
-    _keep.append(library)
-    return ctypes.cast(library.noop_launch, ctypes.c_void_p).value or 0
-
-
-_keep: list[Any] = []
-
 
 def cuda(launches: int, repeats: int) -> dict[str, float]:
-    stub = stub_cuda_driver()
+    from stub_driver import install
+
+    install()
+    from cuda.bindings import driver
+
     from zyx_cuda.device import CudaDevice
     from zyx_cuda.native import launcher
 
     fast = launcher()
-    if fast is not None:  # the stand-in through the same native call zyx makes
 
-        def stub() -> None:
+    def stub() -> None:  # the stand-in through the same call zyx makes
+        if fast is not None:
             fast(1, 1, 1, 1, 1, 1, 1, 0, 0, 0)
+        else:
+            driver.cuLaunchKernel(1, 1, 1, 1, 1, 1, 1, 0, 1, 0, 0)
 
     device = CudaDevice(0)
     add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())

@@ -54,8 +54,9 @@ class Tracked(Protocol):
     tracking: Any
 
 
-class _Access(Generic[T]):
-    """Who touched one buffer since its last write."""
+class Access(Generic[T]):
+    """Who touched one buffer since its last write: a buffer's ``tracking`` record. Its
+    attributes are ``__slots__``, which native launch paths read in place."""
 
     __slots__ = ("writer_queue", "writer", "readers")
 
@@ -101,7 +102,7 @@ class DependencyTracker(Generic[T]):
         """The queue that last wrote the first input; else the queue that last wrote one of
         the outputs (its order then puts this write after that one without a wait); else
         the least-loaded queue."""
-        access: _Access[T] | None
+        access: Access[T] | None
         if reads:
             access = reads[0].tracking
             if access is not None and access.writer_queue >= 0:
@@ -141,12 +142,12 @@ class DependencyTracker(Generic[T]):
         for buf in reads:
             access = buf.tracking
             if access is None:
-                access = self._track(buf)
+                access = self.track(buf)
             access.readers[queue] = token
         for buf in writes:
             access = buf.tracking
             if access is None:
-                access = self._track(buf)
+                access = self.track(buf)
             access.writer_queue = queue
             access.writer = token
             if access.readers:
@@ -204,7 +205,7 @@ class DependencyTracker(Generic[T]):
         names = {
             "tracker_load": self.load,
             "tracker_waits": self.waits,
-            "tracker_track": self._track,
+            "tracker_track": self.track,
         }
         return Inline(choose, commit, names)
 
@@ -240,8 +241,9 @@ class DependencyTracker(Generic[T]):
         """How many buffers have a record (for leak tests)."""
         return len(self._tracked)
 
-    def _track(self, buf: Tracked) -> _Access[T]:
-        access: _Access[T] = _Access()
+    def track(self, buf: Tracked) -> Access[T]:
+        """Give ``buf`` a new, empty record and return it."""
+        access: Access[T] = Access()
         buf.tracking = access
         self._tracked.add(buf)
         return access

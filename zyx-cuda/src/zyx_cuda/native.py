@@ -2,8 +2,9 @@
 
 ``launch`` calls the driver's ``cuLaunchKernel`` with plain ints, below cuda-python's
 binding, which builds conversion objects for its eleven arguments (0.25-0.6 µs less per
-``Device.launch`` on the H200 machine). ``upload`` and ``download`` run a staging lane's
-share of a large copy without the GIL (``zyx_cuda.staging``). Without a C compiler or
+``Device.launch`` on the H200 machine). ``Launcher`` runs a program's whole launch in C
+when it repeats an earlier one (``zyx_cuda.program``). ``upload`` and ``download`` run a
+staging lane's share of a large copy without the GIL (``zyx_cuda.staging``). Without a C compiler or
 Python's headers (or with ``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and runs the lanes
 in Python instead: the same results, slower.
 """
@@ -40,8 +41,16 @@ def launcher() -> Callable[..., int] | None:
     module = native()
     if module is None:
         return None
-    module.bind(_entry(b"cuLaunchKernel"))
+    module.bind(_entry(b"cuLaunchKernel"), _entry(b"cuCtxGetCurrent"))
     return cast("Callable[..., int]", module.launch)
+
+
+@cache
+def steady() -> type | None:
+    """The module's ``Launcher`` (a program's launch, in C where it repeats an earlier
+    one), bound as ``launcher`` binds it; or ``None``."""
+    module = native()
+    return None if launcher() is None or module is None else cast(type, module.Launcher)
 
 
 @cache

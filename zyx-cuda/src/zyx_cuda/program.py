@@ -16,21 +16,21 @@ import ctypes
 import struct
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 from cuda.bindings import driver
 
-from zyx.backend import Arg, Prepared, Program
+from zyx.backend import Arg, Buffer, Prepared, Program
 from zyx.codegen.c import round_to
 from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir.ops import Kernel, ParamKind
+from zyx.streams import Access
 from zyx_cuda.codegen import shared_bytes
 from zyx_cuda.compiler import Image
 from zyx_cuda.context import current_context
 from zyx_cuda.errors import check, cuda_error
-from zyx_cuda.native import launcher
+from zyx_cuda.native import launcher, steady
 
 if TYPE_CHECKING:
     from zyx_cuda.device import CudaDevice
@@ -106,7 +106,10 @@ class ArgBlock:
         self.address = ctypes.addressof(self._pointers)
         """The ``void**`` to pass as ``kernelParams``."""
         self._kinds, self._dtypes = tuple(kinds), tuple(dtypes)
-        self._packed: list[object] = [None] * len(codes)
+        self.packed: list[object] = [None] * len(codes)
+        """The argument objects the slots hold (``None`` where they hold none)."""
+        self.grid = [0, 0, 0]
+        """The work-groups per axis of the launch the slots were packed for."""
 
     def packing(self) -> tuple[list[str], dict[str, object]]:
         """Lines for ``Program.specialize`` that write a launch's checked arguments ``a0``,
@@ -125,7 +128,8 @@ class ArgBlock:
             return [], {}
         args = [f"a{i}" for i in range(len(values))]
         # The slots keep what was packed last: a launch with the same argument objects (the
-        # same buffers, say) skips the packing. A failed packing forgets them.
+        # same buffers, say) skips the packing. A failed packing forgets them. The grid
+        # follows from the scalars, so it is kept with them.
         lines = [
             f"if {' or '.join(f'{a} is not packed[{i}]' for i, a in enumerate(args))}:",
             "    try:",
@@ -134,11 +138,13 @@ class ArgBlock:
             "        packed[:] = unpacked",
             "        raise out_of_range(error) from error",
             f"    packed[:] = ({', '.join(args)},)",
+            "    grid[:] = (g0, g1, g2)",
         ]
         names = {
             "pack_into": self._struct.pack_into,
             "slots": self._slots,
-            "packed": self._packed,
+            "packed": self.packed,
+            "grid": self.grid,
             "unpacked": [None] * len(values),
             "struct_error": struct.error,
             "out_of_range": _out_of_range,
@@ -171,9 +177,12 @@ class KernelProgram(CudaProgram):
                 driver.cuFuncSetAttribute(self.function, attribute, self.shared_bytes),
             )
         self.args = ArgBlock(self.param_kinds, self.param_dtypes)
+        if all(isinstance(d, int) for d in self.global_size):  # else packing sets it
+            self.args.grid[:] = self.groups(())
         pack, names = self.args.packing()
         self.prepare = self.specialize(pack, names)
-        self.submit = self._specialize_submit(pack, names)  # type: ignore[method-assign,assignment]
+        submit = self._specialize_submit(pack, names)
+        self.submit = self._steady(submit) or submit  # type: ignore[method-assign,assignment]
 
     def _specialize_submit(
         self, pack: list[str], names: dict[str, object]
@@ -207,15 +216,40 @@ class KernelProgram(CudaProgram):
                 "launch_kernel": _launch_kernel,
                 "native_launch": fast,
                 "function": self.function,
-                "launch_error": partial(
-                    cuda_error, ErrorStatus.KERNEL_LAUNCH, f"cuLaunchKernel({self.name})"
-                ),
+                "launch_error": self._launch_error,
                 "current": current_context,
                 "context": self.device.context,
             },
             returns=False,
         )
         return cast("Callable[[Sequence[Arg]], None]", submit)
+
+    def _steady(
+        self, submit: Callable[[Sequence[Arg]], None]
+    ) -> Callable[[Sequence[Arg]], None] | None:
+        """``submit`` behind zyx-cuda's native ``Launcher``, which runs a launch in C when
+        it repeats the packed arguments on a stream without a cross-stream hazard, and
+        hands every other launch to ``submit``; ``None`` without the native module or
+        where it does not apply (no params, more than 32 buffers)."""
+        launcher_type = steady()
+        reads, writes = (
+            tuple(i for i, k in enumerate(self.param_kinds) if k is kind)
+            for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
+        )
+        if launcher_type is None or not self.param_kinds or len(reads) + len(writes) > 32:
+            return None
+        streams = self.device.streams
+        native = launcher_type(
+            submit, self.args.packed, self.args.grid, reads, writes, streams.tracker.load,
+            streams.issued, streams.tracker.track, self._launch_error, self.device.pool, Buffer,
+            Access,
+            tuple(int(handle) for handle in streams.handles), int(self.device.context.handle),
+            int(self.function), self.local_size, self.shared_bytes, self.args.address,
+        )  # fmt: skip
+        return cast("Callable[[Sequence[Arg]], None]", native.submit)
+
+    def _launch_error(self, result: int) -> BackendError:
+        return cuda_error(ErrorStatus.KERNEL_LAUNCH, f"cuLaunchKernel({self.name})", result)
 
     def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
         gx, gy, gz = groups

@@ -1,0 +1,158 @@
+"""A stand-in CUDA driver, so that a ``CudaDevice`` opens and launches without a GPU.
+
+``install()`` replaces every ``cuda.bindings.driver`` call zyx-cuda makes with a Python stub
+that succeeds, and hands zyx-cuda's native module C stand-ins through ``cuGetProcAddress``.
+It must run before ``zyx_cuda`` is imported (zyx-cuda binds the calls at import), so only
+in a process of its own: ``benchmarks/launch_overhead.py`` measures zyx's own time per launch
+with it, ``test_cuda_launcher.py`` runs the native launcher against the Python one with it.
+
+Each stream gets its own handle, and every launch, through cuda-python or the native module,
+is logged with its function, grid, stream and ``kernelParams`` address; every
+``cuStreamWaitEvent`` with its stream.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from functools import cache
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+CONTEXT = 1
+"""The handle of the one context (``cuDevicePrimaryCtxRetain``, ``cuCtxGetCurrent``)."""
+
+Launch = tuple[int, int, int, int, int, int]
+"""``(function, gx, gy, gz, stream, params)`` of one launch."""
+_WIDTH = 6
+
+_ATTRIBUTES = {
+    "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0, "MULTIPROCESSOR_COUNT": 132,
+    "CLOCK_RATE": 1_980_000, "MAX_REGISTERS_PER_BLOCK": 65536, "MAX_GRID_DIM_X": 2**31 - 1,
+    "MAX_GRID_DIM_Y": 65535, "MAX_GRID_DIM_Z": 65535, "MAX_THREADS_PER_BLOCK": 1024,
+    "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024, "MAX_BLOCK_DIM_Z": 64,
+    "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 232448, "WARP_SIZE": 32,
+}  # fmt: skip
+
+_STAND_INS = f"""
+#include <stdint.h>
+#define LOG 4096
+static uint64_t logged[LOG][{_WIDTH}];
+static int count = 0, recording = 0;
+int launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+           unsigned bz, unsigned shared, void *stream, void **params, void **extra) {{
+    if (recording && count < LOG) {{
+        uint64_t *entry = logged[count++];
+        entry[0] = (uint64_t)f, entry[1] = gx, entry[2] = gy, entry[3] = gz;
+        entry[4] = (uint64_t)stream, entry[5] = (uint64_t)params;
+    }}
+    return 0;
+}}
+int current_context(void **context) {{ *context = (void *){CONTEXT}; return 0; }}
+int success(void) {{ return 0; }}
+void record(int on) {{ recording = on; }}
+int take(uint64_t *out, int most) {{
+    int n = count < most ? count : most;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < {_WIDTH}; j++)
+            out[i * {_WIDTH} + j] = logged[i][j];
+    count = 0;
+    return n;
+}}
+"""
+
+
+class StandIns:
+    """The C stand-ins: ``cuLaunchKernel`` (logging), ``cuCtxGetCurrent``, and success."""
+
+    def __init__(self) -> None:
+        self.waits: list[int] = []
+        """The streams that ``cuStreamWaitEvent`` made wait, in order."""
+        folder = Path(tempfile.mkdtemp(prefix="zyx-stub-driver-"))
+        (folder / "stub.c").write_text(_STAND_INS)
+        subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(folder / "stub.c"), "-o",
+                        str(folder / "stub.so")], check=True)  # fmt: skip
+        self.library = ctypes.CDLL(str(folder / "stub.so"))
+
+    def address(self, symbol: bytes) -> int:
+        """The stand-in for the driver's entry point ``symbol``."""
+        names = {b"cuLaunchKernel": "launch", b"cuCtxGetCurrent": "current_context"}
+        function = getattr(self.library, names.get(symbol, "success"))
+        return ctypes.cast(function, ctypes.c_void_p).value or 0
+
+    def record(self, on: bool) -> None:
+        """Log launches from now on (or stop)."""
+        self.library.record(int(on))
+
+    def launches(self) -> list[Launch]:
+        """The launches logged since the last call."""
+        out = (ctypes.c_uint64 * (4096 * _WIDTH))()
+        n = self.library.take(out, 4096)
+        return [tuple(out[i * _WIDTH : (i + 1) * _WIDTH]) for i in range(n)]  # type: ignore[misc]
+
+
+@cache
+def stand_ins() -> StandIns:
+    return StandIns()
+
+
+def install() -> StandIns:
+    """Replace the driver calls zyx-cuda makes; returns the stand-ins."""
+    from cuda.bindings import driver
+
+    assert "zyx_cuda" not in sys.modules, "stub the driver before zyx_cuda binds its calls"
+    ok = driver.CUresult.CUDA_SUCCESS
+    native = stand_ins()
+    addresses = iter(range(1 << 32, 1 << 40, 1 << 20))
+    handles: Iterator[int] = count(100)
+
+    def attribute(attr: Any, device: Any) -> tuple[Any, int]:
+        return ok, _ATTRIBUTES[attr.name.removeprefix("CU_DEVICE_ATTRIBUTE_")]
+
+    def handle(*args: Any) -> tuple[Any, int]:
+        return ok, next(handles)
+
+    def done(*args: Any) -> tuple[Any]:
+        return (ok,)
+
+    python_launch = ctypes.CFUNCTYPE(
+        ctypes.c_int, *[ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    )(native.address(b"cuLaunchKernel"))
+
+    def launch_kernel(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
+                      shared: int, stream: Any, params: int, extra: Any) -> tuple[Any]:  # fmt: skip
+        python_launch(int(f), gx, gy, gz, bx, by, bz, shared, int(stream), params, None)
+        return (ok,)
+
+    stubs: dict[str, Callable[..., Any]] = {
+        "cuGetProcAddress": lambda symbol, version, flags: (ok, native.address(symbol), 0),
+        "cuDeviceGetAttribute": attribute,
+        "cuDeviceGetName": lambda size, device: (ok, b"Stubbed H200\0"),
+        "cuDeviceTotalMem": lambda device: (ok, 141 << 30),
+        "cuDeviceGetCount": lambda: (ok, 1),
+        "cuMemGetInfo": lambda: (ok, 140 << 30, 141 << 30),
+        "cuMemAlloc": lambda nbytes: (ok, next(addresses)),
+        "cuEventElapsedTime": lambda start, end: (ok, 0.001),
+        "cuLaunchKernel": launch_kernel,
+        "cuDevicePrimaryCtxRetain": lambda device: (ok, CONTEXT),
+    }
+    for name in ("cuInit", "cuDeviceGet", "cuStreamCreate", "cuEventCreate",
+                 "cuModuleLoadData", "cuModuleGetFunction"):  # fmt: skip
+        stubs[name] = handle
+
+    def wait_event(stream: Any, event: Any, flags: int) -> tuple[Any]:
+        native.waits.append(int(stream))
+        return (ok,)
+
+    stubs["cuStreamWaitEvent"] = wait_event
+    for name in ("cuCtxSetCurrent", "cuEventRecord", "cuEventQuery",
+                 "cuStreamSynchronize", "cuEventSynchronize", "cuMemFree", "cuModuleUnload",
+                 "cuFuncSetAttribute", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"):  # fmt: skip
+        stubs[name] = done
+    for name, stub in stubs.items():
+        setattr(driver, name, stub)
+    return native
