@@ -190,9 +190,17 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
         cases[implementation] = per_launch
 
     program, args = device.compile(empty_kernel()), [buf]
-    native = "native module" if zyx_cuda.native.launcher() is not None else "no native module"
+    native = "native Launcher" if zyx_cuda.native.steady() is not None else "no native module"
     record(
         f"zyx Device.launch ({native})", lambda: device.launch(program, args), device.synchronize
+    )
+    # Without the Launcher: the generated Python submit around the native launch call.
+    with mock.patch("zyx_cuda.program.steady", lambda: None):
+        generated = device.compile(empty_kernel())
+    record(
+        "zyx Device.launch (Python submit, native call)",
+        lambda: device.launch(generated, args),
+        device.synchronize,
     )
     # The path taken where the native module cannot be built: cuda-python's binding.
     with mock.patch("zyx_cuda.program.launcher", lambda: None):

@@ -231,7 +231,7 @@ class KernelProgram(CudaProgram):
         it repeats the packed arguments on a stream without a cross-stream hazard, and
         hands every other launch to ``submit``; ``None`` without the native module or
         where it does not apply (no params, more than 32 buffers)."""
-        launcher_type = steady()
+        launcher_type = None if launcher() is None else steady()
         reads, writes = (
             tuple(i for i, k in enumerate(self.param_kinds) if k is kind)
             for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
