@@ -217,6 +217,16 @@ class Program:
         dtype, a ``float`` or ``int``) for a ``Variable``."""
         self.inspect(args)
 
+    def retire(self) -> None:
+        """Refuse every later launch of this program with IncorrectKernelArg, before its
+        device frees what a launch would use. A backend whose launches bypass ``inspect``
+        (a generated launch path) extends this to refuse there too."""
+        self.inspect = self.refused
+
+    def refused(self, args: Sequence[Arg]) -> Any:
+        """A released program's launch paths: every call raises IncorrectKernelArg."""
+        raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, f"{self!r} was released")
+
     def arg_names(self, kind: ParamKind) -> list[str]:
         """The variables that hold the ``kind`` params' arguments in ``specialize``'s body,
         in param order."""
@@ -386,7 +396,9 @@ class Device(ABC):
         """Drain pending work, run ``program`` alone, and return its time in nanoseconds."""
 
     def release(self, program: Program) -> None:
-        """Free the program's native resources."""
+        """Free the program's native resources. Every later launch of it is refused
+        (``Program.retire``): an override calls ``program.retire()`` first."""
+        program.retire()
 
     @abstractmethod
     def synchronize(self) -> None:

@@ -94,6 +94,7 @@ class CudaDevice(Device):
         """Unload the program's module once the work queued so far is done."""
         if program.device is not self:
             raise self._foreign(program)
+        program.retire()
         self.context.activate()
         self.streams.after(self.streams.now().values(), cast(CudaProgram, program).unload)
 

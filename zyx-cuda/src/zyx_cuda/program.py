@@ -68,6 +68,10 @@ class CudaProgram(Program):
         self.enqueue(streams.handles[queue], args, groups)
         streams.commit(queue, reads, writes)
 
+    def retire(self) -> None:
+        super().retire()
+        self.prepare = self.submit = self.refused  # type: ignore[method-assign]
+
     @abstractmethod
     def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
         """Enqueue the work on ``stream`` (the device chose it and ordered its hazards), right

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any, cast
 
 import numpy as np
@@ -222,6 +221,10 @@ class OpenCLProgram(Program):
         )
         return cast("Callable[[tuple[Arg, ...], Work], int]", enqueued)
 
+    def retire(self) -> None:
+        super().retire()
+        self.submit = self.refused
+
     def bind(self, args: tuple[Arg, ...]) -> None:
         """Set the kernel's arguments to ``args``. While its scalars stay the same, only the
         buffers that changed are set, one ``set_arg`` each (a launch over fresh outputs
@@ -289,10 +292,10 @@ class OpenCLDevice(Device):
 
     def release(self, program: Program) -> None:
         own = self._own(program)
+        own.retire()
         self.scheduler.flush()  # launches in the window still need the kernel
         del own.kernel  # its last reference: pyopencl releases the cl_kernel
         own.bound = None
-        own.inspect = own.submit = partial(self._refuse, own)
 
     def synchronize(self) -> None:
         self.scheduler.synchronize()
@@ -307,10 +310,6 @@ class OpenCLDevice(Device):
         return BackendError(
             ErrorStatus.INCORRECT_KERNEL_ARG, f"{program!r} is not a live program of {self.name}"
         )
-
-    def _refuse(self, program: Program, args: Sequence[Arg]) -> Any:
-        """A released program's ``inspect`` and ``submit``: every launch is refused."""
-        raise self._not_ours(program)
 
 
 def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:

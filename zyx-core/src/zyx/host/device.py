@@ -97,6 +97,7 @@ class HostDevice(Device):
         return time.perf_counter_ns() - start
 
     def release(self, program: Program) -> None:
+        program.retire()
         if isinstance(program, HostProgram):
             program.release()
 

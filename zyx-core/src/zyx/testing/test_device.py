@@ -11,6 +11,7 @@ import pytest
 
 from zyx.backend import Device, MemoryPool
 from zyx.dtypes import DType, DTypeCapability
+from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import BOp
 from zyx.ir.examples import matmul
 from zyx.testing._suite import Require
@@ -145,6 +146,31 @@ def test_release_then_compile_again(
         got = launch(device, program, args)
         device.release(program)
         assert_close(got[1], want, DType.F32, f"{attempt} compile")
+
+
+def test_a_released_program_refuses_to_launch(
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator, require: Require
+) -> None:
+    """After ``release``, a launch (timed or not) raises IncorrectKernelArg instead of using
+    freed resources, and the device goes on working."""
+    require(DType.F32, ARITHMETIC)
+    kernel = axpb(DType.F32, local)
+    n = 500
+    program = device.compile(kernel)
+    with Buffers(pool) as bufs:
+        bx, by = bufs.put(random(rng, DType.F32, n)), bufs.put(poisoned(DType.F32, n))
+        args = [bx, by, 2.0, 1.0, n]
+        device.launch(program, args)
+        device.release(program)
+        for attempt in (device.launch, device.launch_timed):
+            with pytest.raises(BackendError) as caught:
+                attempt(program, args)
+            assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG, attempt.__name__
+        device.synchronize()
+    args_host: list[HostArg] = [random(rng, DType.F32, n), poisoned(DType.F32, n), 0.5, 1.0, n]
+    with compiled(device, kernel) as again:
+        got = launch(device, again, args_host)
+    assert_close(got[1], reference(kernel, args_host)[1], DType.F32, "compiled again")
 
 
 def test_recording_replays_with_rebound_arguments(
