@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -194,22 +195,17 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
     record(
         f"zyx Device.launch ({native})", lambda: device.launch(program, args), device.synchronize
     )
-    # Without the Launcher: the generated Python submit around the native launch call.
-    with mock.patch("zyx_cuda.program.steady", lambda: None):
-        generated = device.compile(empty_kernel())
-    record(
-        "zyx Device.launch (Python submit, native call)",
-        lambda: device.launch(generated, args),
-        device.synchronize,
-    )
-    # The path taken where the native module cannot be built: cuda-python's binding.
-    with mock.patch("zyx_cuda.program.launcher", lambda: None):
-        bound = device.compile(empty_kernel())
-    record(
-        "zyx Device.launch through cuda-python",
-        lambda: device.launch(bound, args),
-        device.synchronize,
-    )
+    slower = {
+        # Without the Launcher: the generated Python submit around the native launch call.
+        "zyx Device.launch (Python submit, native call)": "zyx_cuda.program.steady",
+        # The path taken where the native module cannot be built: cuda-python's binding.
+        "zyx Device.launch through cuda-python": "zyx_cuda.program.launcher",
+    }
+    programs = [program]
+    for implementation, turned_off in slower.items():
+        with mock.patch(turned_off, lambda: None):
+            programs.append(device.compile(empty_kernel()))
+        record(implementation, partial(device.launch, programs[-1], args), device.synchronize)
 
     function = _raw_function(device, "empty")
     _, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
@@ -254,8 +250,8 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
         for name, run in cases.items():
             times[name].append(run())
     pool.release(buf)
-    device.release(program)
-    device.release(bound)
+    for compiled in programs:
+        device.release(compiled)
     bench = "empty kernel launch, host"
     return [_row(bench, name, statistics.median(ts), "us") for name, ts in times.items()]
 

@@ -32,21 +32,30 @@ typedef int (*ctx_get_current_fn)(void **context);
 
 static ctx_get_current_fn ctx_get_current = NULL;
 
-/* bind(cuLaunchKernel, cuCtxGetCurrent): the driver's entry points for launches */
-static PyObject *bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *entries[2];
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "bind takes 2 arguments, got %zd", nargs);
-        return NULL;
+/* ``count`` entry points from ``args`` into ``entries``: -1 with an exception where they
+ * are not ``count`` non-null addresses. */
+static int entry_points(const char *name, PyObject *const *args, Py_ssize_t nargs, int count,
+                        void **entries) {
+    if (nargs != count) {
+        PyErr_Format(PyExc_TypeError, "%s takes %d arguments, got %zd", name, count, nargs);
+        return -1;
     }
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < count; i++) {
         entries[i] = PyLong_AsVoidPtr(args[i]);
         if (entries[i] == NULL) {
             if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "bind: null address");
-            return NULL;
+                PyErr_Format(PyExc_ValueError, "%s: null address", name);
+            return -1;
         }
     }
+    return 0;
+}
+
+/* bind(cuLaunchKernel, cuCtxGetCurrent): the driver's entry points for launches */
+static PyObject *bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *entries[2];
+    if (entry_points("bind", args, nargs, 2, entries))
+        return NULL;
     launch_kernel = (launch_kernel_fn)entries[0];
     ctx_get_current = (ctx_get_current_fn)entries[1];
     Py_RETURN_NONE;
@@ -93,18 +102,8 @@ static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* bind_copies(cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuEventRecord, cuEventSynchronize) */
 static PyObject *bind_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *entries[4];
-    if (nargs != 4) {
-        PyErr_Format(PyExc_TypeError, "bind_copies takes 4 arguments, got %zd", nargs);
+    if (entry_points("bind_copies", args, nargs, 4, entries))
         return NULL;
-    }
-    for (int i = 0; i < 4; i++) {
-        entries[i] = PyLong_AsVoidPtr(args[i]);
-        if (entries[i] == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "bind_copies: null address");
-            return NULL;
-        }
-    }
     copy_htod = (htod_fn)entries[0];
     copy_dtoh = (dtoh_fn)entries[1];
     event_record = (record_fn)entries[2];
