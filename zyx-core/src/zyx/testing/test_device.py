@@ -9,7 +9,7 @@ from math import ceil
 import numpy as np
 import pytest
 
-from zyx.backend import Device, MemoryPool
+from zyx.backend import Arg, Device, MemoryPool
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import BOp
@@ -159,7 +159,7 @@ def test_a_released_program_refuses_to_launch(
     program = device.compile(kernel)
     with Buffers(pool) as bufs:
         bx, by = bufs.put(random(rng, DType.F32, n)), bufs.put(poisoned(DType.F32, n))
-        args = [bx, by, 2.0, 1.0, n]
+        args: list[Arg] = [bx, by, 2.0, 1.0, n]
         device.launch(program, args)
         device.release(program)
         for attempt in (device.launch, device.launch_timed):
