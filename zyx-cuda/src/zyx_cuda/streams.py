@@ -79,13 +79,7 @@ class Streams(Sequencer[Any]):
     # ---- events -------------------------------------------------------------------------
 
     def record(self, queue: int) -> Any:
-        event = self._spare.pop() if self._spare else self._new_event()
-        check(
-            ErrorStatus.KERNEL_LAUNCH,
-            "cuEventRecord",
-            driver.cuEventRecord(event, self.handles[queue]),
-        )
-        return event
+        return self._record_on(self.handles[queue])
 
     def settled(self, mark: Any) -> bool:
         (result,) = driver.cuEventQuery(mark)
@@ -101,8 +95,16 @@ class Streams(Sequencer[Any]):
     def recycle(self, mark: Any) -> None:
         self._spare.append(mark)
 
-    def _new_event(self) -> Any:
-        return check(ErrorStatus.INITIALIZATION, "cuEventCreate", driver.cuEventCreate(_NO_TIMING))
+    def _record_on(self, stream: Any) -> Any:
+        """A spare event (else a new one) recorded on ``stream``."""
+        if self._spare:
+            event = self._spare.pop()
+        else:
+            event = check(
+                ErrorStatus.INITIALIZATION, "cuEventCreate", driver.cuEventCreate(_NO_TIMING)
+            )
+        check(ErrorStatus.KERNEL_LAUNCH, "cuEventRecord", driver.cuEventRecord(event, stream))
+        return event
 
     def events(self) -> int:
         """Events created, spare or held (for leak tests)."""
@@ -124,8 +126,7 @@ class Streams(Sequencer[Any]):
         """Work already enqueued on a foreign ``stream`` of this context (a producer's)
         reads or writes these buffers: make later commands on them wait for it, as if it
         ran on one of these streams."""
-        event = self._spare.pop() if self._spare else self._new_event()
-        check(ErrorStatus.KERNEL_LAUNCH, "cuEventRecord", driver.cuEventRecord(event, stream))
+        event = self._record_on(stream)
         self.order_after_event(event, reads, writes)
         # The wait captured the event's state; it can be recorded again at once.
         self._spare.append(event)
