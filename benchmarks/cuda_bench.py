@@ -12,8 +12,9 @@
    cuda-python's binding, ctypes on the same driver function, cupy, torch.
 3. A recording of 100 dependent launches replayed as one CUDA graph, per kernel, vs
    ``torch.cuda.CUDAGraph`` of the same 100 ops; wall time of replays + synchronize.
-4. Host to device, 1 GiB from pageable numpy memory via ``pool.write`` vs torch from
-   pinned and from pageable memory; wall time until synchronized.
+4. Host to device, 1 GiB from pageable numpy memory via ``pool.write`` (staged), and from
+   page-locked memory (torch's ``pin_memory``, seen through numpy: copied in place), vs
+   torch from pinned and from pageable memory; wall time until synchronized.
 5. With two GPUs: 1 GiB from GPU 0 to GPU 1 via ``copy_from`` vs torch's ``copy_``.
 
 Every number is the median of repeated runs after warm-up, on random data. Math mode:
@@ -342,6 +343,17 @@ def host_to_device(device: Any, torch: Any) -> list[Row]:
     record(d2h, "zyx pool.read (pageable numpy)", lambda: pool.read(buf, back), device.synchronize)
     gpu = torch.empty(N, device="cuda")
     pinned, pageable = torch.from_numpy(host).pin_memory(), torch.from_numpy(host)
+    locked = pinned.numpy()
+    record(
+        h2d,
+        "zyx pool.write (page-locked numpy)",
+        lambda: pool.write(buf, locked),
+        device.synchronize,
+    )
+    record(
+        d2h, "zyx pool.read (page-locked numpy)", lambda: pool.read(buf, locked), device.synchronize
+    )
+    assert np.array_equal(locked, host)
     sync = torch.cuda.synchronize
     record(h2d, "torch copy_ from pinned", lambda: gpu.copy_(pinned, non_blocking=True), sync)
     record(h2d, "torch copy_ from pageable", lambda: gpu.copy_(pageable), sync)

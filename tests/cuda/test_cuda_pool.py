@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import time
 from typing import TYPE_CHECKING
 
@@ -137,6 +138,38 @@ def test_pinned_staging_beats_pageable_copies(device: CudaDevice, rng: np.random
     gbps = data.nbytes / (time.perf_counter() - start) / 1e9
     pool.release(buf)
     assert gbps > 10, f"pool.write reached only {gbps:.1f} GB/s"
+
+
+def test_page_locked_host_memory_is_copied_in_place(
+    device: CudaDevice, rng: np.random.Generator
+) -> None:
+    """Host memory from ``cuMemHostAlloc`` round-trips without staging: ``write`` returns
+    once the DMA has read it (overwriting it right after changes nothing), ``read`` once it
+    has written it."""
+    from cuda.bindings import driver
+
+    from zyx_cuda.staging import page_locked
+
+    nbytes = 64 << 20
+    device.context.activate()
+    err, ptr = driver.cuMemHostAlloc(nbytes, 0)
+    assert int(err) == 0, err
+    try:
+        host = np.frombuffer((ctypes.c_uint8 * nbytes).from_address(ptr), np.uint8)
+        host[:] = rng.integers(0, 256, nbytes, dtype=np.uint8)
+        want = host.copy()
+        assert page_locked(ptr, nbytes) and not page_locked(want.ctypes.data, nbytes)
+        buf = device.pool.allocate(nbytes)
+        device.pool.write(buf, host)
+        host[:] = 0
+        back = np.empty(nbytes, np.uint8)
+        device.pool.read(buf, back)
+        np.testing.assert_array_equal(back, want)
+        device.pool.read(buf, host)
+        np.testing.assert_array_equal(host, want)
+        device.pool.release(buf)
+    finally:
+        driver.cuMemFreeHost(ptr)
 
 
 def test_copies_between_two_gpus_round_trip(gpu: None, rng: np.random.Generator) -> None:

@@ -26,6 +26,9 @@ class FakeDriver:
     CUevent_flags = types.SimpleNamespace(CU_EVENT_DISABLE_TIMING=2)
 
     def __init__(self) -> None:
+        self.locked: list[np.ndarray] = []
+        """Host memory the driver reports page-locked."""
+        self.synchronized = 0
         self.pinned: list[np.ndarray] = []
         self.copies: list[tuple[int, int]] = []
         """(offset into the pinned-or-device side, size) of every staged DMA."""
@@ -44,7 +47,14 @@ class FakeDriver:
         return (0,)
 
     def cuStreamSynchronize(self, stream: object) -> tuple[int]:
+        self.synchronized += 1
         return (0,)
+
+    def cuPointerGetAttribute(self, attribute: object, address: int) -> tuple[int, int]:
+        for memory in self.locked:
+            if memory.ctypes.data <= address < memory.ctypes.data + memory.nbytes:
+                return 0, staging._HOST
+        return 1, 0  # CUDA_ERROR_INVALID_VALUE: memory the driver does not know
 
     def cuMemcpyHtoDAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[int]:
         self.copies.append((dst, size))
@@ -105,3 +115,26 @@ def test_small_copies_skip_staging(fake: FakeDriver) -> None:
     lanes.upload(device.ctypes.data, byte_view(data), stream=None)
     np.testing.assert_array_equal(device, data)
     assert fake.pinned == []
+
+
+def test_page_locked_memory_is_copied_in_place(fake: FakeDriver) -> None:
+    """One DMA for the whole range, no staging slots, and the call returns once it is
+    done (the host memory may be reused); pageable memory next to it is staged."""
+    context = types.SimpleNamespace(activate=lambda: None)
+    lanes = staging.Staging(context, threads=2, slot_bytes=SLOT)  # type: ignore[arg-type]
+    nbytes = 5 * SLOT
+    data = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8)
+    fake.locked.append(data)
+    device = np.zeros(nbytes, np.uint8)
+    lanes.upload(device.ctypes.data, byte_view(data), stream=None)
+    np.testing.assert_array_equal(device, data)
+    assert fake.copies == [(device.ctypes.data, nbytes)] and fake.pinned == []
+    assert fake.synchronized == 1
+    back = np.zeros(nbytes, np.uint8)
+    fake.locked.append(back)
+    lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=None)
+    np.testing.assert_array_equal(back, data)
+    assert fake.pinned == [] and fake.synchronized == 2
+    fake.locked[:] = [data[: nbytes // 2]]  # locked at the start only: staged
+    lanes.upload(device.ctypes.data, byte_view(data), stream=None)
+    assert len(fake.pinned) == 4

@@ -19,7 +19,10 @@ one before is copied out); else in Python, a GIL handoff per driver call.
 
 Copies below ``DIRECT_BYTES`` skip staging: the driver copies small pageable sources
 into its own staging before ``cuMemcpyHtoDAsync`` returns, which is cheaper than a hop
-through the lanes.
+through the lanes. So do copies from and to page-locked host memory (``cuMemHostAlloc``,
+``cuMemHostRegister``: torch's ``pin_memory``, cupy's pinned arrays), which the DMA
+engines read and write in place, at their full speed; the copy then returns once the DMA
+is done, as the host memory may be reused at once.
 
 The pinned slots are allocated on the first large copy and kept for the life of the
 process.
@@ -42,6 +45,8 @@ from zyx_cuda.errors import check, cuda_error
 from zyx_cuda.native import copier
 
 DIRECT_BYTES = 1 << 18
+_MEMORY_TYPE = driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+_HOST = int(driver.CUmemorytype.CU_MEMORYTYPE_HOST)
 SLOT_BYTES = 4 << 20
 THREADS = max(1, min(12, os.cpu_count() or 1))
 
@@ -54,6 +59,16 @@ Lane = Callable[[tuple["_Slot", "_Slot"], range], None]
 def address(view: memoryview) -> int:
     """The address of a contiguous memoryview's first byte (read-only views too)."""
     return int(np.frombuffer(view, dtype=np.uint8).ctypes.data) if view.nbytes else 0
+
+
+def page_locked(base: int, nbytes: int) -> bool:
+    """Whether host memory ``[base, base + nbytes)`` is page-locked, as far as the driver
+    knows (its first and last bytes are)."""
+    for at in (base, base + nbytes - 1):
+        result, kind = driver.cuPointerGetAttribute(_MEMORY_TYPE, at)
+        if result or int(kind) != _HOST:
+            return False
+    return True
 
 
 class _Slot:
@@ -100,11 +115,14 @@ class Staging:
         """Enqueue a copy of host ``src`` to device address ``dst`` on ``stream``. Returns
         once ``src`` may be reused; the DMA may still be in flight."""
         status = ErrorStatus.MEMORY_COPY_H2P
-        if src.nbytes <= DIRECT_BYTES:
-            copy = driver.cuMemcpyHtoDAsync(dst, address(src), src.nbytes, stream)
-            check(status, "cuMemcpyHtoDAsync", copy)
-            return
         base = address(src)
+        locked = bool(src.nbytes) and page_locked(base, src.nbytes)
+        if locked or src.nbytes <= DIRECT_BYTES:
+            copy = driver.cuMemcpyHtoDAsync(dst, base, src.nbytes, stream)
+            check(status, "cuMemcpyHtoDAsync", copy)
+            if locked:  # the DMA reads ``src`` in place, later
+                _synchronize(stream)
+            return
         if self._native is not None:
             upload = self._native.upload
             self._run(self._native_lane(upload, dst, base, src.nbytes, stream, status), src.nbytes)
@@ -122,14 +140,13 @@ class Staging:
     def download(self, dst: memoryview, src: int, stream: Any) -> None:
         """Copy device address ``src`` into host ``dst`` on ``stream``; returns when done."""
         status = ErrorStatus.MEMORY_COPY_P2H
-        if dst.nbytes <= DIRECT_BYTES:
-            copy = driver.cuMemcpyDtoHAsync(address(dst), src, dst.nbytes, stream)
-            check(status, "cuMemcpyDtoHAsync", copy)
-            check(
-                ErrorStatus.KERNEL_SYNC, "cuStreamSynchronize", driver.cuStreamSynchronize(stream)
-            )
-            return
         base = address(dst)
+        if dst.nbytes <= DIRECT_BYTES or page_locked(base, dst.nbytes):
+            check(
+                status, "cuMemcpyDtoHAsync", driver.cuMemcpyDtoHAsync(base, src, dst.nbytes, stream)
+            )
+            _synchronize(stream)
+            return
         if self._native is not None:
             download = self._native.download
             self._run(
@@ -202,3 +219,7 @@ class Staging:
             ]
             self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="zyx-cuda-staging")
         return self._lanes, self._workers
+
+
+def _synchronize(stream: Any) -> None:
+    check(ErrorStatus.KERNEL_SYNC, "cuStreamSynchronize", driver.cuStreamSynchronize(stream))
