@@ -2,6 +2,7 @@
  *
  * launch: cuLaunchKernel with plain ints, no conversion objects: the driver's entry point
  * is bound once (bind), the kernel arguments are already packed in a void** block.
+ * Launcher: a program's whole launch in C where it repeats an earlier one (below).
  * upload, download: one staging lane's whole share of a host<->device copy (see
  * staging.py), without the GIL: per chunk, wait for the slot, copy into or out of it,
  * and the DMA; in Python each chunk cost a GIL handoff per driver call.

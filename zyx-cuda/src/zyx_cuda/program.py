@@ -8,6 +8,11 @@ generated for the program (``Program.specialize``): the argument checks, one pre
 ``Streams.inline``, and the ``cuLaunchKernel`` call, through zyx-cuda's native module
 where it is built, else through cuda-python. Straight-line code, no allocation beyond the
 call's own.
+
+Where the native module is built, ``submit`` is its ``Launcher`` instead: a launch that
+repeats the packed arguments, or changes only buffers, on a stream without a cross-stream
+hazard runs there in C; it hands every other launch to the generated function
+(``KernelProgram._steady``).
 """
 
 from __future__ import annotations
