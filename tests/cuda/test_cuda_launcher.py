@@ -4,7 +4,8 @@ Two devices on the stand-in driver (``stub_driver``, in a process of its own), o
 programs launch through the native ``Launcher``, one through the generated Python
 ``submit`` only, replay the same random commands: launches that repeat or change their
 buffers and scalars, in lists and tuples, in-place and cross-stream hazards, writes,
-releases and reallocations, launches of released buffers, synchronizes. After each
+releases and reallocations, launches of released buffers and with bad arguments,
+synchronizes. After each
 command both must have launched the same kernel with the same grid and argument slots on
 the same stream after the same cross-stream waits, kept the same sequence numbers, loads
 and access records, and raised the same errors; and both paths must have run often.
@@ -60,7 +61,8 @@ def replay(steps: int, seed: int = 7) -> str:
     stand_ins.record(True)
     rng = random.Random(seed)
     for step in range(steps):
-        command = rng.choice(["lcg"] * 5 + ["inplace"] * 2 + ["write", "release", "sync"])
+        commands = ["lcg"] * 5 + ["inplace"] * 2 + ["write", "release", "sync", "bad"]
+        command = rng.choice(commands)
         j, k, o = (rng.randrange(BUFFERS) for _ in range(3))
         steps_arg = rng.choice([1, 2, 3])
         as_tuple = rng.random() < 0.2
@@ -120,6 +122,10 @@ class Side:
                     bufs[j] = self.pool.allocate(4 * N)
             elif command == "sync":
                 self.device.synchronize()
+            elif command == "bad":  # a wrong count, a float for an int, out of int64 range
+                bad = [[bufs[j], bufs[k]], [bufs[j], bufs[k], bufs[o], 1.5, N]]
+                bad.append([bufs[j], bufs[k], bufs[o], 1 << 70, N])
+                self.device.launch(self.lcg, bad[steps % 3])
         except Exception as error:  # noqa: BLE001  # compared between the sides
             if command == "release":
                 bufs[j] = self.pool.allocate(4 * N)
