@@ -22,7 +22,9 @@ def module() -> ModuleType:
     code = resources.files("zyx_cuda").joinpath("native.c").read_text()
     # Built under a name of its own: zyx_cuda.native binds the driver to the real one.
     built = native.load(
-        "_zyx_cuda_native_test", code.replace("_zyx_cuda_native", "_zyx_cuda_native_test")
+        "_zyx_cuda_native_test",
+        code.replace("_zyx_cuda_native", "_zyx_cuda_native_test"),
+        prelude=("tracker",),
     )
     if built is None:
         pytest.skip("the native module did not build here (zyx.compile's log says why)")

@@ -24,6 +24,8 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from types import ModuleType
 
@@ -40,13 +42,23 @@ def enabled() -> bool:
     return os.environ.get("ZYX_NATIVE", "1").strip() != "0"
 
 
-def load(name: str, source: str) -> ModuleType | None:
+def load(name: str, source: str, prelude: Sequence[str] = ()) -> ModuleType | None:
     """The extension module ``name`` (its C ``source`` defines ``PyInit_<name>``), built
     or taken from the cache; ``None``, logged, where it cannot be had. One module per name
-    and process: a second call returns the first result."""
+    and process: a second call returns the first result.
+
+    ``prelude`` names C sources of zyx's own compiled ahead of ``source``: ``"tracker"``
+    (``zyx/tracker.c``) is the tracker's launch decisions for a native launcher."""
     if name not in _loaded:
-        _loaded[name] = _load(name, source) if enabled() else None
+        parts = [_prelude(part) for part in prelude]
+        whole = "".join([*parts, f'#line 1 "{name}.c"\n', source])
+        _loaded[name] = _load(name, whole) if enabled() else None
     return _loaded[name]
+
+
+def _prelude(part: str) -> str:
+    text = resources.files("zyx").joinpath(f"{part}.c").read_text()
+    return f'#line 1 "zyx/{part}.c"\n{text}\n'
 
 
 def _load(name: str, source: str) -> ModuleType | None:

@@ -229,88 +229,51 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * A program's generated Python ``submit`` (program.py) checks the arguments, packs the
  * argument block, chooses a stream through the tracker (zyx.streams), makes the waits,
  * launches and records. Most launches repeat what an earlier one did: the same argument
- * objects, already checked and packed, on a stream with no cross-stream hazard. For those,
- * ``Launcher.submit`` does it here, reading the tracker's records through their __slots__;
- * anything else (new arguments, a hazard, an untracked layout, another context current)
- * goes to the Python ``submit``, which decides everything afresh. Nothing is changed
- * before that choice is made, so the Python path sees the state the C path saw.
+ * objects, already checked and packed, or only other buffers, on a stream with no
+ * cross-stream hazard. For those, ``Launcher.submit`` does it here, with zyx's tracker.c
+ * (compiled ahead of this file); anything else (new scalars, a hazard, another context
+ * current) goes to the Python ``submit``, which decides everything afresh. Nothing is
+ * changed before that choice is made, so the Python path sees the state the C path saw.
  */
 
-#define MAX_BUFFERS 32
 #define MAX_PARAMS 64
 
 typedef struct {
     PyObject_HEAD
-    PyObject *fallback;  /* the generated Python submit */
-    PyObject *packed;    /* list: the argument objects the block holds */
-    PyObject *grid;      /* list: work-groups per axis of the packed arguments */
-    PyObject *load;      /* list: the tracker's commands per stream since it was idle */
-    PyObject *issued;    /* list: the streams' sequence numbers */
-    PyObject *track;     /* the tracker's _track(buffer) -> record */
-    PyObject *failure;   /* failure(CUresult) -> the exception to raise */
-    PyObject *pool;      /* the device's pool: a buffer argument must be of it */
-    PyTypeObject *buffer_type, *record_type;
-    Py_ssize_t pool_at, handle_at, refcount_at, tracking_at;
-    Py_ssize_t writer_queue_at, writer_at, readers_at;
-    Py_ssize_t params, reads, buffers; /* buffer positions: reads first, then writes */
-    Py_ssize_t positions[MAX_BUFFERS];
+    ZyxTracking tracking;
+    PyObject *fallback; /* the generated Python submit */
+    PyObject *packed;   /* list: the argument objects the block holds */
+    PyObject *grid;     /* list: work-groups per axis of the packed arguments */
+    PyObject *failure;  /* failure(CUresult) -> the exception to raise */
+    PyObject *pool;     /* the device's pool: a buffer argument must be of it */
+    PyTypeObject *buffer_type;
+    Py_ssize_t pool_at, handle_at, refcount_at;
+    Py_ssize_t params;
     char is_buffer[MAX_PARAMS];
-    Py_ssize_t streams;
-    void **handles;
+    void **handles; /* the streams */
     void *context, *function, **kernel_params;
     unsigned block[3], shared;
     Py_ssize_t launched; /* launches run here, not in the fallback */
 } Launcher;
 
-#define SLOT(object, at) (*(PyObject **)((char *)(object) + (at)))
-
-static void set_slot(PyObject *object, Py_ssize_t at, PyObject *value) {
-    PyObject *old = SLOT(object, at);
-    Py_INCREF(value);
-    SLOT(object, at) = value;
-    Py_XDECREF(old);
-}
-
-/* The offset of ``type``'s __slots__ attribute ``name`` in its instances. */
-static int slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset) {
-    PyObject *descr = PyObject_GetAttrString((PyObject *)type, name);
-    if (descr == NULL)
-        return -1;
-    int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-             ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-    if (ok)
-        *offset = ((PyMemberDescrObject *)descr)->d_member->offset;
-    Py_DECREF(descr);
-    if (!ok)
-        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ attribute", type->tp_name, name);
-    return ok ? 0 : -1;
-}
-
 static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
     Py_VISIT(self->fallback);
     Py_VISIT(self->packed);
     Py_VISIT(self->grid);
-    Py_VISIT(self->load);
-    Py_VISIT(self->issued);
-    Py_VISIT(self->track);
     Py_VISIT(self->failure);
     Py_VISIT(self->pool);
     Py_VISIT(self->buffer_type);
-    Py_VISIT(self->record_type);
-    return 0;
+    return zyx_tracking_traverse(&self->tracking, visit, arg);
 }
 
 static int launcher_clear(Launcher *self) {
     Py_CLEAR(self->fallback);
     Py_CLEAR(self->packed);
     Py_CLEAR(self->grid);
-    Py_CLEAR(self->load);
-    Py_CLEAR(self->issued);
-    Py_CLEAR(self->track);
     Py_CLEAR(self->failure);
     Py_CLEAR(self->pool);
     Py_CLEAR(self->buffer_type);
-    Py_CLEAR(self->record_type);
+    zyx_tracking_clear(&self->tracking);
     return 0;
 }
 
@@ -321,211 +284,112 @@ static void launcher_dealloc(Launcher *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The C values of a tuple of ints: ``count`` of them, each at most ``limit``. */
-static int ints(PyObject *tuple, Py_ssize_t count, unsigned long long limit,
-                unsigned long long *out, const char *what) {
-    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != count) {
-        PyErr_Format(PyExc_TypeError, "Launcher: %s must be a tuple of %zd ints", what, count);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        out[i] = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(tuple, i));
-        if (PyErr_Occurred())
-            return -1;
-        if (out[i] > limit) {
-            PyErr_Format(PyExc_OverflowError, "Launcher: %s out of range", what);
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* Launcher(fallback, packed, grid, reads, writes, load, issued, track, failure, pool,
  *          buffer_type, record_type, streams, context, function, block, shared, params) */
 static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     PyObject *fallback, *packed, *grid, *reads, *writes, *load, *issued, *track, *failure;
-    PyObject *pool;
-    PyObject *streams, *block;
+    PyObject *pool, *streams;
     PyTypeObject *buffer_type, *record_type;
-    unsigned long long context, function, kernel_params, values[MAX_BUFFERS];
+    unsigned long long context, function, kernel_params;
     unsigned int shared;
-    if (!PyArg_ParseTuple(args, "OO!O!O!O!O!O!OOOO!O!O!KKO!IK", &fallback, &PyList_Type,
-                          &packed, &PyList_Type, &grid, &PyTuple_Type, &reads, &PyTuple_Type,
-                          &writes, &PyList_Type, &load, &PyList_Type, &issued, &track, &failure,
-                          &pool, &PyType_Type, &buffer_type, &PyType_Type, &record_type, &PyTuple_Type,
-                          &streams, &context, &function, &PyTuple_Type, &block, &shared,
+    if (!PyArg_ParseTuple(args, "OO!O!OOOOOOOO!O!O!KK(III)IK", &fallback, &PyList_Type,
+                          &packed, &PyList_Type, &grid, &reads, &writes, &load, &issued, &track,
+                          &failure, &pool, &PyType_Type, &buffer_type, &PyType_Type,
+                          &record_type, &PyTuple_Type, &streams, &context, &function,
+                          &self->block[0], &self->block[1], &self->block[2], &shared,
                           &kernel_params))
-        return -1;
-    Py_ssize_t nreads = PyTuple_GET_SIZE(reads), nwrites = PyTuple_GET_SIZE(writes);
-    Py_ssize_t count = PyTuple_GET_SIZE(streams);
-    if (nreads + nwrites > MAX_BUFFERS || PyList_GET_SIZE(packed) > MAX_PARAMS || PyList_GET_SIZE(grid) != 3 || count < 1 ||
-        PyList_GET_SIZE(load) != count || PyList_GET_SIZE(issued) != count) {
-        PyErr_SetString(PyExc_ValueError, "Launcher: a layout this launcher does not take");
-        return -1;
-    }
-    if (slot_offset(buffer_type, "pool", &self->pool_at) ||
-        slot_offset(buffer_type, "handle", &self->handle_at) ||
-        slot_offset(buffer_type, "refcount", &self->refcount_at) ||
-        slot_offset(buffer_type, "tracking", &self->tracking_at) ||
-        slot_offset(record_type, "writer_queue", &self->writer_queue_at) ||
-        slot_offset(record_type, "writer", &self->writer_at) ||
-        slot_offset(record_type, "readers", &self->readers_at))
         return -1;
     if (launch_kernel == NULL || ctx_get_current == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Launcher before bind");
         return -1;
     }
     self->params = PyList_GET_SIZE(packed);
-    unsigned long long last = self->params ? (unsigned long long)self->params - 1 : 0;
-    if (ints(reads, nreads, last, values, "reads") ||
-        ints(writes, nwrites, last, values + nreads, "writes"))
+    if (self->params > MAX_PARAMS || PyList_GET_SIZE(grid) != 3) {
+        PyErr_SetString(PyExc_ValueError, "Launcher: a layout this launcher does not take");
         return -1;
-    memset(self->is_buffer, 0, sizeof(self->is_buffer));
-    for (Py_ssize_t i = 0; i < nreads + nwrites; i++) {
-        self->positions[i] = (Py_ssize_t)values[i];
-        self->is_buffer[values[i]] = 1;
     }
-    self->reads = nreads, self->buffers = nreads + nwrites;
-    unsigned long long dims[3];
-    if (ints(block, 3, UINT32_MAX, dims, "block"))
+    ZyxTracking *t = &self->tracking;
+    if (zyx_tracking_init(t, self->params, reads, writes, load, issued, track, buffer_type,
+                          record_type) ||
+        zyx_slot_offset(buffer_type, "pool", &self->pool_at) ||
+        zyx_slot_offset(buffer_type, "handle", &self->handle_at) ||
+        zyx_slot_offset(buffer_type, "refcount", &self->refcount_at))
         return -1;
-    for (int i = 0; i < 3; i++)
-        self->block[i] = (unsigned)dims[i];
+    if (PyTuple_GET_SIZE(streams) != t->queues) {
+        PyErr_SetString(PyExc_ValueError, "Launcher: one stream per queue of the tracker");
+        return -1;
+    }
+    memset(self->is_buffer, 0, sizeof(self->is_buffer));
+    for (Py_ssize_t k = 0; k < t->buffers; k++)
+        self->is_buffer[t->positions[k]] = 1;
     PyMem_Free(self->handles);
-    self->handles = PyMem_New(void *, count);
+    self->handles = PyMem_New(void *, t->queues);
     if (self->handles == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < count; i++) {
+    for (Py_ssize_t i = 0; i < t->queues; i++) {
         self->handles[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(streams, i));
         if (PyErr_Occurred())
             return -1;
     }
-    self->streams = count;
     self->context = (void *)(uintptr_t)context;
     self->function = (void *)(uintptr_t)function;
     self->kernel_params = (void **)(uintptr_t)kernel_params;
     self->shared = shared;
-    PyObject *held[] = {fallback, packed, grid,     load, issued, track, failure, pool,
-                        (PyObject *)buffer_type, (PyObject *)record_type};
-    PyObject **fields[] = {&self->fallback, &self->packed, &self->grid, &self->load,
-                           &self->issued, &self->track, &self->failure, &self->pool,
-                           (PyObject **)&self->buffer_type, (PyObject **)&self->record_type};
-    for (int i = 0; i < 10; i++) {
+    PyObject *held[] = {fallback, packed, grid, failure, pool, (PyObject *)buffer_type};
+    PyObject **fields[] = {&self->fallback, &self->packed, &self->grid,
+                           &self->failure,  &self->pool,   (PyObject **)&self->buffer_type};
+    for (int i = 0; i < 6; i++) {
         Py_INCREF(held[i]);
         Py_XSETREF(*fields[i], held[i]);
     }
     return 0;
 }
 
-/* An int slot's value, or -2 where it is not a small int. */
-static long small_int(PyObject *value) {
-    if (value == NULL || !PyLong_CheckExact(value))
-        return -2;
-    int overflow;
-    long v = PyLong_AsLongAndOverflow(value, &overflow);
-    return overflow ? -2 : v;
-}
-
-/* The stream the last write of a buffer went to: -1 where none, -2 where unsure. */
-static long writer(Launcher *self, PyObject *record) {
-    if (record == NULL)
-        return -1;
-    long queue = small_int(SLOT(record, self->writer_queue_at));
-    return queue < -1 ? -2 : queue;
-}
-
-/* The stream the tracker chooses (zyx.streams.DependencyTracker.choose): the last writer
- * of the first input, else of an output, else the least-loaded; -2 where unsure. */
-static long choose(Launcher *self, PyObject **records) {
-    if (self->reads && writer(self, records[0]) != -1)
-        return writer(self, records[0]);
-    for (Py_ssize_t k = self->reads; k < self->buffers; k++)
-        if (writer(self, records[k]) != -1)
-            return writer(self, records[k]);
-    long best = -2, least = 0;
-    for (Py_ssize_t q = 0; q < self->streams; q++) {
-        long load = small_int(PyList_GET_ITEM(self->load, q));
-        if (load < 0)
-            return -2;
-        if (best < 0 || load < least)
-            best = (long)q, least = load;
-    }
-    return best;
-}
-
-/* Whether the command needs a wait on another stream (or the records are unusual). */
-static int hazard(Launcher *self, PyObject **records, long queue) {
-    for (Py_ssize_t k = 0; k < self->buffers; k++) {
-        PyObject *record = records[k];
-        if (record == NULL)
-            continue;
-        long last = writer(self, record);
-        if (last == -2 || (last >= 0 && last != queue))
-            return 1;
-        if (k < self->reads)
-            continue;
-        PyObject *readers = SLOT(record, self->readers_at), *key, *value;
-        if (readers == NULL || !PyDict_CheckExact(readers))
-            return 1;
-        Py_ssize_t at = 0;
-        while (PyDict_Next(readers, &at, &key, &value))
-            if (small_int(key) != queue)
-                return 1;
-    }
-    return 0;
-}
-
-/* Record the command just launched on ``queue`` (Sequencer.inline's commit lines). */
-static int commit(Launcher *self, PyObject **bufs, PyObject **records, long queue) {
-    long seq = small_int(PyList_GET_ITEM(self->issued, queue)) + 1;
-    long load = small_int(PyList_GET_ITEM(self->load, queue)) + 1;
-    PyObject *seq_obj = PyLong_FromLong(seq), *load_obj = PyLong_FromLong(load);
-    PyObject *token = PyLong_FromLongLong((long long)seq * self->streams + queue);
-    PyObject *queue_obj = PyLong_FromLong(queue);
-    int status = -1;
-    if (!seq_obj || !load_obj || !token || !queue_obj)
-        goto done;
-    PyList_SetItem(self->issued, queue, Py_NewRef(seq_obj));
-    PyList_SetItem(self->load, queue, Py_NewRef(load_obj));
-    for (Py_ssize_t k = 0; k < self->buffers; k++) {
-        PyObject *record = records[k] ? Py_NewRef(records[k])
-                                      : PyObject_CallOneArg(self->track, bufs[k]);
-        if (record == NULL)
-            goto done;
-        PyObject *readers = SLOT(record, self->readers_at);
-        int failed = readers == NULL || !PyDict_CheckExact(readers);
-        if (!failed && k < self->reads)
-            failed = PyDict_SetItem(readers, queue_obj, token);
-        else if (!failed) {
-            set_slot(record, self->writer_queue_at, queue_obj);
-            set_slot(record, self->writer_at, token);
-            PyDict_Clear(readers);
-        }
-        Py_DECREF(record);
-        if (failed) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "a tracker record without its readers");
-            goto done;
-        }
-    }
-    status = 0;
-done:
-    Py_XDECREF(seq_obj);
-    Py_XDECREF(load_obj);
-    Py_XDECREF(token);
-    Py_XDECREF(queue_obj);
-    return status;
-}
-
 static PyObject *launcher_fallback(Launcher *self, PyObject *args) {
     return PyObject_CallOneArg(self->fallback, args);
 }
 
-/* Launch on ``queue`` and record it; the buffers and their records are held. */
-static PyObject *launch_and_commit(Launcher *self, PyObject **bufs, PyObject **records,
-                                   long queue, const long *groups) {
+/* Whether the arguments can be launched here: each the packed object, or a buffer of the
+ * pool (its handle into ``handles``, ``*changed`` set); and every buffer alive. */
+static int launchable(Launcher *self, PyObject *const *items, unsigned long long *handles,
+                      int *changed) {
+    for (Py_ssize_t i = 0; i < self->params; i++) {
+        PyObject *arg = items[i];
+        if (arg == PyList_GET_ITEM(self->packed, i))
+            continue;
+        if (!self->is_buffer[i] || !PyObject_TypeCheck(arg, self->buffer_type) ||
+            ZYX_SLOT(arg, self->pool_at) != self->pool)
+            return 0;
+        PyObject *handle = ZYX_SLOT(arg, self->handle_at);
+        if (handle == NULL || !PyLong_CheckExact(handle))
+            return 0;
+        handles[i] = PyLong_AsUnsignedLongLong(handle);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        *changed = 1;
+    }
+    ZyxTracking *t = &self->tracking;
+    for (Py_ssize_t k = 0; k < t->buffers; k++)
+        if (zyx_small_int(ZYX_SLOT(items[t->positions[k]], self->refcount_at)) <= 0)
+            return 0;
+    return 1;
+}
+
+/* Pack the buffers that changed, launch on ``queue`` and record it. */
+static PyObject *launch_and_commit(Launcher *self, PyObject *const *items,
+                                   const unsigned long long *handles, int changed,
+                                   PyObject **bufs, PyObject **records, long queue,
+                                   const long *groups) {
+    if (changed)
+        for (Py_ssize_t i = 0; i < self->params; i++)
+            if (items[i] != PyList_GET_ITEM(self->packed, i)) {
+                *(uint64_t *)self->kernel_params[i] = handles[i];
+                PyList_SetItem(self->packed, i, Py_NewRef(items[i]));
+            }
     int result;
     Py_BEGIN_ALLOW_THREADS
     result = launch_kernel(self->function, (unsigned)groups[0], (unsigned)groups[1],
@@ -540,7 +404,7 @@ static PyObject *launch_and_commit(Launcher *self, PyObject **bufs, PyObject **r
         }
         return NULL;
     }
-    if (commit(self, bufs, records, queue))
+    if (zyx_tracking_commit(&self->tracking, bufs, records, queue))
         return NULL;
     self->launched++;
     Py_RETURN_NONE;
@@ -554,67 +418,30 @@ static PyObject *launcher_submit(Launcher *self, PyObject *args) {
     if (n != self->params || PyList_GET_SIZE(self->packed) != n)
         return launcher_fallback(self, args);
     PyObject *const *items = PySequence_Fast_ITEMS(args);
-    /* Packed objects were checked then, and scalars do not change; another buffer is
-     * checked here as Program.specialize's lines check it, and packed below. */
     unsigned long long handles[MAX_PARAMS];
     int changed = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *arg = items[i];
-        if (arg == PyList_GET_ITEM(self->packed, i))
-            continue;
-        if (!self->is_buffer[i] || !PyObject_TypeCheck(arg, self->buffer_type) ||
-            SLOT(arg, self->pool_at) != self->pool)
-            return launcher_fallback(self, args);
-        PyObject *handle = SLOT(arg, self->handle_at);
-        if (handle == NULL || !PyLong_CheckExact(handle))
-            return launcher_fallback(self, args);
-        handles[i] = PyLong_AsUnsignedLongLong(handle);
-        if (PyErr_Occurred()) {
-            PyErr_Clear();
-            return launcher_fallback(self, args);
-        }
-        changed = 1;
-    }
-    /* Any buffer may have been released since it was checked. */
-    PyObject *bufs[MAX_BUFFERS], *records[MAX_BUFFERS];
-    for (Py_ssize_t k = 0; k < self->buffers; k++) {
-        PyObject *buf = items[self->positions[k]];
-        PyObject *record = SLOT(buf, self->tracking_at);
-        if (small_int(SLOT(buf, self->refcount_at)) <= 0 || record == NULL)
-            return launcher_fallback(self, args);
-        if (record != Py_None && !Py_IS_TYPE(record, self->record_type))
-            return launcher_fallback(self, args);
-        bufs[k] = buf;
-        records[k] = record == Py_None ? NULL : record;
-    }
+    if (!launchable(self, items, handles, &changed))
+        return launcher_fallback(self, args);
     void *current = NULL;
     if (ctx_get_current(&current) || current != self->context)
         return launcher_fallback(self, args);
-    long queue = choose(self, records);
-    if (queue < 0 || queue >= self->streams || hazard(self, records, queue))
-        return launcher_fallback(self, args);
     long groups[3];
     for (int i = 0; i < 3; i++) {
-        groups[i] = small_int(PyList_GET_ITEM(self->grid, i));
+        groups[i] = zyx_small_int(PyList_GET_ITEM(self->grid, i));
         if (groups[i] < 0 || groups[i] > (long)UINT32_MAX)
             return launcher_fallback(self, args);
     }
-    if (changed)
-        for (Py_ssize_t i = 0; i < n; i++)
-            if (items[i] != PyList_GET_ITEM(self->packed, i)) {
-                *(uint64_t *)self->kernel_params[i] = handles[i];
-                PyList_SetItem(self->packed, i, Py_NewRef(items[i]));
-            }
-    /* Held across the launch, which releases the GIL. */
-    for (Py_ssize_t k = 0; k < self->buffers; k++) {
-        Py_INCREF(bufs[k]);
-        Py_XINCREF(records[k]);
-    }
-    PyObject *done = launch_and_commit(self, bufs, records, queue, groups);
-    for (Py_ssize_t k = 0; k < self->buffers; k++) {
-        Py_DECREF(bufs[k]);
-        Py_XDECREF(records[k]);
-    }
+    ZyxTracking *t = &self->tracking;
+    PyObject *bufs[ZYX_MAX_BUFFERS], *records[ZYX_MAX_BUFFERS];
+    if (zyx_tracking_hold(t, items, bufs, records))
+        return launcher_fallback(self, args);
+    long queue = zyx_tracking_choose(t, records);
+    PyObject *done = NULL;
+    if (zyx_tracking_hazard(t, records, queue))
+        done = launcher_fallback(self, args);
+    else
+        done = launch_and_commit(self, items, handles, changed, bufs, records, queue, groups);
+    zyx_tracking_release(t, bufs, records);
     return done;
 }
 

@@ -32,7 +32,7 @@ _CUDA_VERSION = 12000
 def native() -> ModuleType | None:
     """The loaded module, or ``None``. Its ``launch`` needs ``launcher``'s binding."""
     source = resources.files("zyx_cuda").joinpath("native.c").read_text()
-    return zyx_native.load("_zyx_cuda_native", source)
+    return zyx_native.load("_zyx_cuda_native", source, prelude=("tracker",))
 
 
 @cache
