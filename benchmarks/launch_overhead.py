@@ -11,8 +11,9 @@ queue choice, hazard bookkeeping, argument packing. This isolates it on any mach
   ``cuLaunchKernel`` is a C function that does nothing), so a ``CudaDevice`` opens without
   a GPU. NVRTC compiles for real (sm_90).
 - OpenCL: a real device (PoCL here), with the kernel enqueue replaced by a stub that
-  succeeds (zyx-opencl's native ``enqueue``, or pyopencl's ``enqueue_nd_range_kernel``
-  with ``ZYX_NATIVE=0``); setting kernel arguments, markers and flushes stay real.
+  succeeds (zyx-opencl's native ``enqueue`` and its ``Enqueuer``'s
+  ``clEnqueueNDRangeKernel``, or pyopencl's ``enqueue_nd_range_kernel`` with
+  ``ZYX_NATIVE=0``); setting kernel arguments, markers and flushes stay real.
 
 Each case is the host time of a burst of ``--launches`` launches, per launch, median of
 ``--repeats`` bursts (the device synchronized, untimed, between bursts). The stub's own
@@ -126,15 +127,19 @@ def opencl(launches: int, repeats: int, platform: str) -> dict[str, float]:
 
     import pyopencl as cl
     from opencl_bench import pick
+    from stub_driver import stand_ins
 
-    from zyx_opencl.native import launcher
+    from zyx_opencl.native import entry_point, launcher, native
 
     device = pick(platform, 0)
-    if launcher() is not None:  # the native enqueue, stubbed: it returns CL_SUCCESS
+    module = native()
+    if launcher() is not None and module is not None:  # the native enqueue, stubbed
 
         def stub(*args: Any) -> int:
             return 0
 
+        # The Enqueuer's clEnqueueNDRangeKernel: a C function that returns CL_SUCCESS.
+        module.bind(stand_ins().address(b"success"), entry_point("clSetKernelArg"))
         with mock.patch("zyx_opencl.device.launcher", lambda: stub):
             add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())
         return measure(

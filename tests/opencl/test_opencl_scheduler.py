@@ -17,6 +17,7 @@ from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage
 from zyx_opencl.device import OpenCLDevice
+from zyx_opencl.native import launcher
 from zyx_opencl.pool import Copy
 
 pytestmark = pytest.mark.opencl
@@ -171,7 +172,8 @@ def mismatches(got: list[Array], want: list[Array]) -> int:
 def test_fuzz_eight_queues_match_one_queue_and_numpy(
     device: OpenCLDevice, seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Also through pyopencl's enqueue, the path taken where the native module is not built."""
+    """Through zyx-opencl's native Enqueuer (where it is built) and through pyopencl's
+    enqueue, the path taken where the native module is not built."""
     index = device.index
     nbuf = 12
     rng = np.random.default_rng(seed + 100)
@@ -179,7 +181,8 @@ def test_fuzz_eight_queues_match_one_queue_and_numpy(
     steps = fuzz_steps(seed, 3000, nbuf)
     want = replay(steps, Model(initial))
     one = replay(steps, OnDevice(open_all(queues=1)[index], initial))
-    eight = replay(steps, OnDevice(open_all(queues=8)[index], initial))
+    on_eight = OnDevice(open_all(queues=8)[index], initial)
+    eight = replay(steps, on_eight)
     small_window = replay(steps, OnDevice(open_all(queues=8, window=7)[index], initial))
     other_gate = replay(
         steps, OnDevice(open_all(queues=8, gate=not device.scheduler.gated)[index], initial)
@@ -189,6 +192,10 @@ def test_fuzz_eight_queues_match_one_queue_and_numpy(
         through_pyopencl = replay(steps, OnDevice(open_all(queues=8)[index], initial))
     assert mismatches(one, want) == 0
     assert mismatches(eight, one) == 0
+    if launcher() is not None:  # the native Enqueuer took a good share of the launches
+        native = sum(p.enqueue.__self__.enqueued for p in on_eight.programs.values())
+        launches = sum(step.kind == "launch" for step in steps)
+        assert native > launches // 4, (native, launches)
     assert mismatches(small_window, one) == 0
     assert mismatches(other_gate, one) == 0
     assert mismatches(through_pyopencl, one) == 0

@@ -21,6 +21,7 @@
 typedef struct {
     PyObject *load;   /* DependencyTracker.load: commands per queue since it was idle */
     PyObject *issued; /* Sequencer.issued: the queues' sequence numbers */
+    PyObject *reached; /* Sequencer.reached: the points known complete */
     PyObject *track;  /* DependencyTracker.track(buffer) -> a new record */
     PyTypeObject *record_type;
     Py_ssize_t tracking_at, writer_queue_at, writer_at, readers_at;
@@ -83,11 +84,12 @@ static int zyx_positions(ZyxTracking *t, PyObject *tuple, Py_ssize_t params) {
  * sequencer's ``issued`` lists, with ``track`` making records; takes references. */
 static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
                              PyObject *writes, PyObject *load, PyObject *issued,
-                             PyObject *track, PyTypeObject *buffer_type,
+                             PyObject *reached, PyObject *track, PyTypeObject *buffer_type,
                              PyTypeObject *record_type) {
-    if (!PyList_Check(load) || !PyList_Check(issued) || PyList_GET_SIZE(load) < 1 ||
-        PyList_GET_SIZE(issued) != PyList_GET_SIZE(load)) {
-        PyErr_SetString(PyExc_ValueError, "load and issued: lists of one int per queue");
+    if (!PyList_Check(load) || !PyList_Check(issued) || !PyList_Check(reached) ||
+        PyList_GET_SIZE(load) < 1 || PyList_GET_SIZE(issued) != PyList_GET_SIZE(load) ||
+        PyList_GET_SIZE(reached) != PyList_GET_SIZE(load)) {
+        PyErr_SetString(PyExc_ValueError, "load, issued, reached: one int per queue");
         return -1;
     }
     t->buffers = 0;
@@ -105,6 +107,8 @@ static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
     Py_XSETREF(t->load, load);
     Py_INCREF(issued);
     Py_XSETREF(t->issued, issued);
+    Py_INCREF(reached);
+    Py_XSETREF(t->reached, reached);
     Py_INCREF(track);
     Py_XSETREF(t->track, track);
     Py_INCREF(record_type);
@@ -115,6 +119,7 @@ static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
 static int zyx_tracking_traverse(ZyxTracking *t, visitproc visit, void *arg) {
     Py_VISIT(t->load);
     Py_VISIT(t->issued);
+    Py_VISIT(t->reached);
     Py_VISIT(t->track);
     Py_VISIT(t->record_type);
     return 0;
@@ -123,6 +128,7 @@ static int zyx_tracking_traverse(ZyxTracking *t, visitproc visit, void *arg) {
 static void zyx_tracking_clear(ZyxTracking *t) {
     Py_CLEAR(t->load);
     Py_CLEAR(t->issued);
+    Py_CLEAR(t->reached);
     Py_CLEAR(t->track);
     Py_CLEAR(t->record_type);
 }
@@ -179,8 +185,19 @@ static long zyx_tracking_choose(ZyxTracking *t, PyObject **records) {
     return best;
 }
 
+/* Whether a launch on ``queue`` must wait for ``token``, a point of queue ``other``: one
+ * not known complete (zyx.streams.unreached), or 1 where unsure. */
+static int zyx_waits_for(ZyxTracking *t, long queue, long other, PyObject *token) {
+    if (other == queue)
+        return 0;
+    long point = zyx_small_int(token);
+    if (other < 0 || other >= t->queues || point < 0)
+        return 1;
+    return point / t->queues > zyx_small_int(PyList_GET_ITEM(t->reached, other));
+}
+
 /* Whether a launch on ``queue`` must wait for another queue (or the records are unusual):
- * the case DependencyTracker.waits is for. */
+ * where DependencyTracker.waits gives points that are not known complete. */
 static int zyx_tracking_hazard(ZyxTracking *t, PyObject **records, long queue) {
     if (queue < 0 || queue >= t->queues)
         return 1;
@@ -189,7 +206,8 @@ static int zyx_tracking_hazard(ZyxTracking *t, PyObject **records, long queue) {
         if (record == NULL)
             continue;
         long last = zyx_writer(t, record);
-        if (last == -2 || (last >= 0 && last != queue))
+        if (last == -2 || (last >= 0 && zyx_waits_for(t, queue, last,
+                                                      ZYX_SLOT(record, t->writer_at))))
             return 1;
         if (k < t->reads)
             continue;
@@ -198,7 +216,7 @@ static int zyx_tracking_hazard(ZyxTracking *t, PyObject **records, long queue) {
             return 1;
         Py_ssize_t at = 0;
         while (PyDict_Next(readers, &at, &key, &value))
-            if (zyx_small_int(key) != queue)
+            if (zyx_waits_for(t, queue, zyx_small_int(key), value))
                 return 1;
     }
     return 0;

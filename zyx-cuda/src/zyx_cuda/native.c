@@ -284,17 +284,18 @@ static void launcher_dealloc(Launcher *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Launcher(fallback, packed, grid, reads, writes, load, issued, track, failure, pool,
- *          buffer_type, record_type, streams, context, function, block, shared, params) */
+/* Launcher(fallback, packed, grid, reads, writes, load, issued, reached, track, failure,
+ *          pool, buffer_type, record_type, streams, context, function, block, shared,
+ *          params) */
 static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
-    PyObject *fallback, *packed, *grid, *reads, *writes, *load, *issued, *track, *failure;
-    PyObject *pool, *streams;
+    PyObject *fallback, *packed, *grid, *reads, *writes, *load, *issued, *reached, *track;
+    PyObject *failure, *pool, *streams;
     PyTypeObject *buffer_type, *record_type;
     unsigned long long context, function, kernel_params;
     unsigned int shared;
-    if (!PyArg_ParseTuple(args, "OO!O!OOOOOOOO!O!O!KK(III)IK", &fallback, &PyList_Type,
-                          &packed, &PyList_Type, &grid, &reads, &writes, &load, &issued, &track,
-                          &failure, &pool, &PyType_Type, &buffer_type, &PyType_Type,
+    if (!PyArg_ParseTuple(args, "OO!O!OOOOOOOOO!O!O!KK(III)IK", &fallback, &PyList_Type,
+                          &packed, &PyList_Type, &grid, &reads, &writes, &load, &issued,
+                          &reached, &track, &failure, &pool, &PyType_Type, &buffer_type, &PyType_Type,
                           &record_type, &PyTuple_Type, &streams, &context, &function,
                           &self->block[0], &self->block[1], &self->block[2], &shared,
                           &kernel_params))
@@ -309,8 +310,8 @@ static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     ZyxTracking *t = &self->tracking;
-    if (zyx_tracking_init(t, self->params, reads, writes, load, issued, track, buffer_type,
-                          record_type) ||
+    if (zyx_tracking_init(t, self->params, reads, writes, load, issued, reached, track,
+                          buffer_type, record_type) ||
         zyx_slot_offset(buffer_type, "pool", &self->pool_at) ||
         zyx_slot_offset(buffer_type, "handle", &self->handle_at) ||
         zyx_slot_offset(buffer_type, "refcount", &self->refcount_at))

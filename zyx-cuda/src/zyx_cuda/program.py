@@ -250,8 +250,8 @@ class KernelProgram(CudaProgram):
         streams = self.device.streams
         native = launcher_type(
             submit, self.args.packed, self.args.grid, reads, writes, streams.tracker.load,
-            streams.issued, streams.tracker.track, self._launch_error, self.device.pool, Buffer,
-            Access,
+            streams.issued, streams.reached, streams.tracker.track, self._launch_error,
+            self.device.pool, Buffer, Access,
             tuple(int(handle) for handle in streams.handles), int(self.device.context.handle),
             int(self.function), self.local_size, self.shared_bytes, self.args.address,
         )  # fmt: skip

@@ -181,7 +181,8 @@ class OpenCLProgram(Program):
     def _specialize_enqueue(self) -> Callable[[tuple[Arg, ...], Work], int]:
         """The scheduler's ``Launchable.enqueue``, straight-line for this program's params:
         through zyx-opencl's native module where it is built, else through pyopencl (its
-        event dropped)."""
+        event dropped). Where the module is built, its ``Enqueuer`` goes in front
+        (``Scheduler.enqueuer``)."""
         count = len(self.param_kinds)
         scheduler, native = self.device.scheduler, launcher()
         lx, ly, lz = self.local_size
@@ -219,7 +220,11 @@ class OpenCLProgram(Program):
             },
             f"enqueue {self.name}",
         )
-        return cast("Callable[[tuple[Arg, ...], Work], int]", enqueued)
+        fast = None if native is None else scheduler.enqueuer(self, enqueued, self._failure)
+        return cast("Callable[[tuple[Arg, ...], Work], int]", fast or enqueued)
+
+    def _failure(self, call: str, status: int) -> BackendError:
+        return enqueue_failure(f"{call}({self.name})", status)
 
     def retire(self) -> None:
         super().retire()

@@ -1,8 +1,11 @@
-/* zyx-opencl's native call, built at run time by zyx.native (see native.py).
+/* zyx-opencl's native calls, built at run time by zyx.native (see native.py), after
+ * zyx's tracker.c.
  *
  * enqueue: clEnqueueNDRangeKernel with plain ints and no event out. pyopencl's binding
  * always creates an event, which costs NVIDIA's OpenCL about 1.8 us of host time per
  * launch; the scheduler asks for events only where something waits (markers).
+ * Enqueuer: a program's whole enqueue from the window, in C where it repeats an earlier
+ * one (below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -12,18 +15,30 @@ typedef int32_t (*enqueue_fn)(void *queue, void *kernel, uint32_t dims, const si
                               const size_t *global, const size_t *local, uint32_t waits,
                               void *const *wait_list, void **event);
 
+typedef int32_t (*set_arg_fn)(void *kernel, uint32_t index, size_t size, const void *value);
+
 static enqueue_fn enqueue_kernel = NULL;
+static set_arg_fn set_kernel_arg = NULL;
 
 #define MAX_WAITS 64
 
-static PyObject *bind(PyObject *self, PyObject *address) {
-    void *entry = PyLong_AsVoidPtr(address);
-    if (entry == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "bind: null clEnqueueNDRangeKernel address");
+/* bind(clEnqueueNDRangeKernel, clSetKernelArg): the loader's entry points */
+static PyObject *bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    void *entries[2];
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "bind takes 2 arguments, got %zd", nargs);
         return NULL;
     }
-    enqueue_kernel = (enqueue_fn)entry;
+    for (int i = 0; i < 2; i++) {
+        entries[i] = PyLong_AsVoidPtr(args[i]);
+        if (entries[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "bind: null address");
+            return NULL;
+        }
+    }
+    enqueue_kernel = (enqueue_fn)entries[0];
+    set_kernel_arg = (set_arg_fn)entries[1];
     Py_RETURN_NONE;
 }
 
@@ -78,8 +93,264 @@ static PyObject *enqueue(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return PyLong_FromLong(status);
 }
 
+/* ---- Enqueuer: a program's whole enqueue from the window, for the steady state --------
+ *
+ * When the scheduler enqueues its window, each launch goes through its program's
+ * generated Python ``enqueue`` (device.py): the tracker's queue choice and waits, the
+ * window's gate, the kernel's arguments set where they changed, the enqueue, the record.
+ * Most launches need no wait and find the kernel holding their arguments, or only other
+ * buffers; ``Enqueuer.enqueue`` does those here with zyx's tracker.c, and hands anything
+ * else (a wait, new scalars, the first launch of a queue behind a gate) to the Python
+ * ``enqueue``. Nothing is changed before that choice is made.
+ */
+
+#define MAX_PARAMS 64
+
+typedef struct {
+    PyObject_HEAD
+    ZyxTracking tracking;
+    PyObject *fallback; /* the generated Python enqueue */
+    PyObject *program;  /* its ``bound``: the arguments its kernel holds */
+    PyObject *used;     /* list: the queues the window being enqueued used so far */
+    PyObject *gate;     /* list: the window's gate, where it has one */
+    PyObject *failure;  /* failure(status) -> the exception to raise */
+    Py_ssize_t params;
+    char is_buffer[MAX_PARAMS];
+    void **queues, *kernel;
+    size_t local[3];
+    Py_ssize_t enqueued; /* launches enqueued here, not in the fallback */
+} Enqueuer;
+
+static PyObject *bound_name, *handle_name, *int_ptr_name;
+
+static int enqueuer_traverse(Enqueuer *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fallback);
+    Py_VISIT(self->program);
+    Py_VISIT(self->used);
+    Py_VISIT(self->gate);
+    Py_VISIT(self->failure);
+    return zyx_tracking_traverse(&self->tracking, visit, arg);
+}
+
+static int enqueuer_clear(Enqueuer *self) {
+    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->program);
+    Py_CLEAR(self->used);
+    Py_CLEAR(self->gate);
+    Py_CLEAR(self->failure);
+    zyx_tracking_clear(&self->tracking);
+    return 0;
+}
+
+static void enqueuer_dealloc(Enqueuer *self) {
+    PyObject_GC_UnTrack(self);
+    enqueuer_clear(self);
+    PyMem_Free(self->queues);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Enqueuer(fallback, program, params, reads, writes, load, issued, reached, track,
+ *          buffer_type, record_type, used, gate, queues, kernel, local, failure) */
+static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
+    PyObject *fallback, *program, *reads, *writes, *load, *issued, *reached, *track;
+    PyObject *used, *gate;
+    PyObject *queues, *failure;
+    PyTypeObject *buffer_type, *record_type;
+    Py_ssize_t params;
+    unsigned long long kernel;
+    if (!PyArg_ParseTuple(args, "OOnOOOOOOO!O!O!O!O!K(nnn)O", &fallback, &program, &params,
+                          &reads, &writes, &load, &issued, &reached, &track, &PyType_Type, &buffer_type,
+                          &PyType_Type, &record_type, &PyList_Type, &used, &PyList_Type, &gate,
+                          &PyTuple_Type, &queues, &kernel, &self->local[0], &self->local[1],
+                          &self->local[2], &failure))
+        return -1;
+    if (enqueue_kernel == NULL || set_kernel_arg == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Enqueuer before bind");
+        return -1;
+    }
+    if (params < 0 || params > MAX_PARAMS) {
+        PyErr_SetString(PyExc_ValueError, "Enqueuer: a layout this enqueuer does not take");
+        return -1;
+    }
+    ZyxTracking *t = &self->tracking;
+    if (zyx_tracking_init(t, params, reads, writes, load, issued, reached, track, buffer_type,
+                          record_type))
+        return -1;
+    if (PyTuple_GET_SIZE(queues) != t->queues || PyList_GET_SIZE(used) != t->queues) {
+        PyErr_SetString(PyExc_ValueError, "Enqueuer: one queue per queue of the tracker");
+        return -1;
+    }
+    self->params = params;
+    memset(self->is_buffer, 0, sizeof(self->is_buffer));
+    for (Py_ssize_t k = 0; k < t->buffers; k++)
+        self->is_buffer[t->positions[k]] = 1;
+    PyMem_Free(self->queues);
+    self->queues = PyMem_New(void *, t->queues);
+    if (self->queues == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < t->queues; i++) {
+        self->queues[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(queues, i));
+        if (PyErr_Occurred())
+            return -1;
+    }
+    self->kernel = (void *)(uintptr_t)kernel;
+    PyObject *held[] = {fallback, program, used, gate, failure};
+    PyObject **fields[] = {&self->fallback, &self->program, &self->used, &self->gate,
+                           &self->failure};
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(held[i]);
+        Py_XSETREF(*fields[i], held[i]);
+    }
+    return 0;
+}
+
+/* The cl_mem of a buffer argument (its handle's ``int_ptr``), or NULL. */
+static void *cl_mem_of(PyObject *buffer) {
+    PyObject *handle = PyObject_GetAttr(buffer, handle_name);
+    PyObject *address = handle ? PyObject_GetAttr(handle, int_ptr_name) : NULL;
+    void *mem = address ? PyLong_AsVoidPtr(address) : NULL;
+    Py_XDECREF(handle);
+    Py_XDECREF(address);
+    if (mem == NULL)
+        PyErr_Clear();
+    return mem;
+}
+
+/* Whether the kernel can take these arguments here: each equal to the one it holds, or a
+ * buffer (its cl_mem into ``mems``, ``*changed`` set). -1 with an exception. */
+static int bindable(Enqueuer *self, PyObject *const *items, PyObject *bound, void **mems,
+                    int *changed) {
+    if (!PyTuple_CheckExact(bound) || PyTuple_GET_SIZE(bound) != self->params)
+        return 0;
+    for (Py_ssize_t i = 0; i < self->params; i++) {
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(bound, i), items[i], Py_EQ);
+        if (same < 0)
+            return -1;
+        if (same)
+            continue;
+        if (!self->is_buffer[i] || (mems[i] = cl_mem_of(items[i])) == NULL)
+            return 0;
+        *changed = 1;
+    }
+    return 1;
+}
+
+/* Raise ``failure(call, status)``. */
+static PyObject *raise_failure(Enqueuer *self, const char *call, int32_t status) {
+    PyObject *error = PyObject_CallFunction(self->failure, "si", call, (int)status);
+    if (error != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+        Py_DECREF(error);
+    }
+    return NULL;
+}
+
+/* Set the buffers that changed, enqueue on ``queue`` and record it. */
+static PyObject *enqueue_and_commit(Enqueuer *self, PyObject *args, PyObject *bound,
+                                    void **mems, int changed, PyObject **bufs,
+                                    PyObject **records, long queue, const size_t *global) {
+    PyObject *const *items = PySequence_Fast_ITEMS(args);
+    if (changed) {
+        /* As OpenCLProgram.bind: nothing is assumed bound until every argument is set. */
+        if (PyObject_SetAttr(self->program, bound_name, Py_None))
+            return NULL;
+        for (Py_ssize_t i = 0; i < self->params; i++) {
+            if (PyTuple_GET_ITEM(bound, i) == items[i] || !self->is_buffer[i])
+                continue;
+            int32_t status = set_kernel_arg(self->kernel, (uint32_t)i, sizeof(void *), &mems[i]);
+            if (status)
+                return raise_failure(self, "clSetKernelArg", status);
+        }
+        if (PyObject_SetAttr(self->program, bound_name, args))
+            return NULL;
+    }
+    if (PyList_GET_ITEM(self->used, queue) != Py_True)
+        PyList_SetItem(self->used, queue, Py_NewRef(Py_True));
+    int32_t status;
+    Py_BEGIN_ALLOW_THREADS
+    status = enqueue_kernel(self->queues[queue], self->kernel, 3, NULL, global, self->local, 0,
+                            NULL, NULL);
+    Py_END_ALLOW_THREADS
+    if (status)
+        return raise_failure(self, "clEnqueueNDRangeKernel", status);
+    if (zyx_tracking_commit(&self->tracking, bufs, records, queue))
+        return NULL;
+    self->enqueued++;
+    return PyLong_FromLong(queue);
+}
+
+/* enqueue(args, work) -> queue: Launchable.enqueue of the program; raises its failure */
+static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "enqueue takes 2 arguments, got %zd", nargs);
+        return NULL;
+    }
+    PyObject *args = argv[0], *work = argv[1];
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->params ||
+        !PyTuple_CheckExact(work) || PyTuple_GET_SIZE(work) != 3)
+        return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
+    size_t global[3];
+    for (int i = 0; i < 3; i++) {
+        long size = zyx_small_int(PyTuple_GET_ITEM(work, i));
+        if (size < 0)
+            return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
+        global[i] = (size_t)size;
+    }
+    /* The first launch of a queue in a gated window waits for the gate: Python's case. */
+    ZyxTracking *t = &self->tracking;
+    PyObject *bufs[ZYX_MAX_BUFFERS], *records[ZYX_MAX_BUFFERS];
+    if (zyx_tracking_hold(t, PySequence_Fast_ITEMS(args), bufs, records))
+        return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
+    long queue = zyx_tracking_choose(t, records);
+    PyObject *bound = NULL, *done = NULL;
+    void *mems[MAX_PARAMS];
+    int changed = 0, ready = !zyx_tracking_hazard(t, records, queue);
+    if (ready && PyList_GET_ITEM(self->used, queue) != Py_True && PyList_GET_SIZE(self->gate))
+        ready = 0;
+    if (ready) {
+        bound = PyObject_GetAttr(self->program, bound_name);
+        ready = bound ? bindable(self, PySequence_Fast_ITEMS(args), bound, mems, &changed) : -1;
+    }
+    if (ready > 0)
+        done = enqueue_and_commit(self, args, bound, mems, changed, bufs, records, queue, global);
+    else if (ready == 0)
+        done = PyObject_Vectorcall(self->fallback, argv, 2, NULL);
+    Py_XDECREF(bound);
+    zyx_tracking_release(t, bufs, records);
+    return done;
+}
+
+static PyMethodDef enqueuer_methods[] = {
+    {"enqueue", (PyCFunction)(void (*)(void))enqueuer_enqueue, METH_FASTCALL,
+     "enqueue(args, work) -> queue: in C where it repeats an earlier launch"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef enqueuer_members[] = {
+    {"enqueued", T_PYSSIZET, offsetof(Enqueuer, enqueued), READONLY,
+     "launches enqueued in C (the rest went to the Python enqueue)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject EnqueuerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_zyx_opencl_native.Enqueuer",
+    .tp_basicsize = sizeof(Enqueuer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A program's enqueue: its steady state in C, the rest in its Python enqueue.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)enqueuer_init,
+    .tp_dealloc = (destructor)enqueuer_dealloc,
+    .tp_traverse = (traverseproc)enqueuer_traverse,
+    .tp_clear = (inquiry)enqueuer_clear,
+    .tp_methods = enqueuer_methods,
+    .tp_members = enqueuer_members,
+};
+
 static PyMethodDef methods[] = {
-    {"bind", (PyCFunction)bind, METH_O, "bind(address): the loader's clEnqueueNDRangeKernel"},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(enqueue, set_arg): the loader's clEnqueueNDRangeKernel and clSetKernelArg"},
     {"enqueue", (PyCFunction)(void (*)(void))enqueue, METH_FASTCALL,
      "enqueue(queue, kernel, gx, gy, gz, lx, ly, lz, waits) -> cl_int"},
     {NULL, NULL, 0, NULL},
@@ -88,4 +359,18 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_zyx_opencl_native", NULL, -1,
                                     methods};
 
-PyMODINIT_FUNC PyInit__zyx_opencl_native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__zyx_opencl_native(void) {
+    bound_name = PyUnicode_InternFromString("bound");
+    handle_name = PyUnicode_InternFromString("handle");
+    int_ptr_name = PyUnicode_InternFromString("int_ptr");
+    if (!bound_name || !handle_name || !int_ptr_name || PyType_Ready(&EnqueuerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddObjectRef(m, "Enqueuer", (PyObject *)&EnqueuerType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -2,8 +2,10 @@
 
 ``enqueue`` calls ``clEnqueueNDRangeKernel`` with plain ints and no event out; pyopencl's
 binding always creates one (about 1.8 µs of host time per launch on NVIDIA's OpenCL, 0.3-0.8
-on PoCL). The entry point is taken from the ICD loader pyopencl itself loaded (its wheel
-bundles one), else the system's; the loader dispatches through the queue's own driver.
+on PoCL). ``Enqueuer`` runs a program's whole enqueue from the window in C when it repeats
+an earlier one (``zyx_opencl.scheduler``). The entry points are taken from the ICD loader
+pyopencl itself loaded (its wheel bundles one), else the system's; the loader dispatches
+through the queue's own driver.
 Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``) zyx-opencl enqueues
 through pyopencl and drops the event: the same results, slower.
 """
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import ModuleType
 from typing import cast
 
 import pyopencl as cl
@@ -30,15 +33,37 @@ _log = logging.getLogger("zyx.compile")
 def launcher() -> Callable[..., int] | None:
     """The module's ``enqueue``, bound to the loader's ``clEnqueueNDRangeKernel``, or
     ``None``."""
+    module = native()
+    return None if module is None else cast("Callable[..., int]", module.enqueue)
+
+
+@cache
+def steady() -> type | None:
+    """The module's ``Enqueuer`` (a program's enqueue, in C where it repeats an earlier
+    one), bound as ``launcher`` binds it; or ``None``."""
+    module = native()
+    return None if module is None else cast(type, module.Enqueuer)
+
+
+@cache
+def native() -> ModuleType | None:
+    """The module, bound to the loader's ``clEnqueueNDRangeKernel`` and
+    ``clSetKernelArg``; or ``None``."""
     source = resources.files("zyx_opencl").joinpath("native.c").read_text()
-    module = zyx_native.load("_zyx_opencl_native", source)
-    loader = _loader()
-    if module is None or loader is None:
+    module = zyx_native.load("_zyx_opencl_native", source, prelude=("tracker",))
+    if module is None or _loader() is None:
         return None
-    module.bind(ctypes.cast(loader.clEnqueueNDRangeKernel, ctypes.c_void_p).value)
-    return cast("Callable[..., int]", module.enqueue)
+    module.bind(entry_point("clEnqueueNDRangeKernel"), entry_point("clSetKernelArg"))
+    return module
 
 
+def entry_point(name: str) -> int | None:
+    """The address of the ICD loader's entry point ``name``, or ``None`` without one."""
+    loader = _loader()
+    return None if loader is None else ctypes.cast(getattr(loader, name), ctypes.c_void_p).value
+
+
+@cache
 def _loader() -> ctypes.CDLL | None:
     """The OpenCL ICD loader pyopencl uses, else the system's."""
     bundled = sorted((Path(cl.__file__).parent / ".libs").glob("libOpenCL*"))

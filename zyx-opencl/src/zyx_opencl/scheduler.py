@@ -42,14 +42,16 @@ One scheduler serves one thread; zyx's devices are not thread-safe.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, cast
 
 import pyopencl as cl
 
 from zyx.backend import Arg, Buffer
 from zyx.errors import BackendError, ErrorStatus
-from zyx.streams import Action, Sequencer
+from zyx.ir import ParamKind
+from zyx.streams import Access, Action, Sequencer
+from zyx_opencl.native import steady
 
 Work = tuple[int, int, int]
 
@@ -92,6 +94,7 @@ class Launchable(Protocol):
     name: str
     kernel: cl.Kernel
     local_size: Work
+    param_kinds: tuple[ParamKind, ...]
     bound: tuple[Arg, ...] | None
     """The arguments the kernel holds; ``bind`` sets them."""
 
@@ -177,6 +180,33 @@ class Scheduler(Sequencer[cl.Event]):
             "scheduler_wait_list": self._addresses if native else self._events,
         }
         return lines, names
+
+    def enqueuer(
+        self,
+        program: Launchable,
+        fallback: Callable[[tuple[Arg, ...], Work], int],
+        failure: Callable[[str, int], BackendError],
+    ) -> Callable[[tuple[Arg, ...], Work], int] | None:
+        """``program``'s enqueue through zyx-opencl's native ``Enqueuer``: a launch that
+        needs no wait, and finds the kernel holding its arguments or only other buffers,
+        is enqueued and recorded in C; every other goes to ``fallback`` (the generated
+        ``enqueue``). ``failure(call, status)`` makes the error of a failed call. ``None``
+        without the native module, or where the layout does not fit it."""
+        enqueuer_type = steady()
+        kinds = program.param_kinds
+        reads, writes = (
+            tuple(i for i, k in enumerate(kinds) if k is kind)
+            for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
+        )
+        if enqueuer_type is None or len(kinds) > 64 or len(reads) + len(writes) > 32:
+            return None
+        native = enqueuer_type(
+            fallback, program, len(kinds), reads, writes, self.tracker.load, self.issued,
+            self.reached, self.tracker.track, Buffer, Access, self._used, self._gate,
+            tuple(queue.int_ptr for queue in self.queues), program.kernel.int_ptr,
+            program.local_size, failure,
+        )  # fmt: skip
+        return cast("Callable[[tuple[Arg, ...], Work], int]", native.enqueue)
 
     def submit(self, command: Command) -> None:
         """Add ``command`` to the window; enqueue the window once it is full."""
