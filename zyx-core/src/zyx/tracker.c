@@ -16,6 +16,7 @@
 #include <structmember.h>
 
 #define ZYX_MAX_BUFFERS 32
+#define ZYX_MAX_PARAMS 64
 #define ZYX_SLOT(object, at) (*(PyObject **)((char *)(object) + (at)))
 
 typedef struct {
@@ -27,6 +28,8 @@ typedef struct {
     Py_ssize_t tracking_at, writer_queue_at, writer_at, readers_at;
     Py_ssize_t queues, reads, buffers; /* buffer params: the reads first, then the writes */
     Py_ssize_t positions[ZYX_MAX_BUFFERS];
+    char is_buffer[ZYX_MAX_PARAMS];
+    void **handles; /* the queues' native handles (streams, command queues) */
 } ZyxTracking;
 
 static void zyx_set_slot(PyObject *object, Py_ssize_t at, PyObject *value) {
@@ -79,17 +82,42 @@ static int zyx_positions(ZyxTracking *t, PyObject *tuple, Py_ssize_t params) {
     return 0;
 }
 
+/* The queues' native handles, from a tuple of addresses, into ``t->handles``. */
+static int zyx_handles(ZyxTracking *t, PyObject *handles) {
+    if (!PyTuple_Check(handles) || PyTuple_GET_SIZE(handles) != t->queues) {
+        PyErr_SetString(PyExc_ValueError, "a tuple of one handle per queue");
+        return -1;
+    }
+    PyMem_Free(t->handles);
+    t->handles = PyMem_New(void *, t->queues);
+    if (t->handles == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < t->queues; i++) {
+        t->handles[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(handles, i));
+        if (PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
 /* Set up ``t`` for a program of ``params`` params that reads the buffer params ``reads``
  * and writes ``writes`` (tuples of positions), on the tracker's ``load`` and the
- * sequencer's ``issued`` lists, with ``track`` making records; takes references. */
+ * sequencer's ``issued`` and ``reached`` lists, with ``track`` making records, over the
+ * queues ``handles`` (a tuple of addresses); takes references. */
 static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
                              PyObject *writes, PyObject *load, PyObject *issued,
                              PyObject *reached, PyObject *track, PyTypeObject *buffer_type,
-                             PyTypeObject *record_type) {
+                             PyTypeObject *record_type, PyObject *handles) {
     if (!PyList_Check(load) || !PyList_Check(issued) || !PyList_Check(reached) ||
         PyList_GET_SIZE(load) < 1 || PyList_GET_SIZE(issued) != PyList_GET_SIZE(load) ||
         PyList_GET_SIZE(reached) != PyList_GET_SIZE(load)) {
         PyErr_SetString(PyExc_ValueError, "load, issued, reached: one int per queue");
+        return -1;
+    }
+    if (params < 0 || params > ZYX_MAX_PARAMS) {
+        PyErr_Format(PyExc_ValueError, "at most %d params", ZYX_MAX_PARAMS);
         return -1;
     }
     t->buffers = 0;
@@ -103,6 +131,11 @@ static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
         zyx_slot_offset(record_type, "readers", &t->readers_at))
         return -1;
     t->queues = PyList_GET_SIZE(load);
+    if (zyx_handles(t, handles))
+        return -1;
+    memset(t->is_buffer, 0, sizeof(t->is_buffer));
+    for (Py_ssize_t k = 0; k < t->buffers; k++)
+        t->is_buffer[t->positions[k]] = 1;
     Py_INCREF(load);
     Py_XSETREF(t->load, load);
     Py_INCREF(issued);
@@ -131,6 +164,13 @@ static void zyx_tracking_clear(ZyxTracking *t) {
     Py_CLEAR(t->reached);
     Py_CLEAR(t->track);
     Py_CLEAR(t->record_type);
+}
+
+/* Everything ``t`` holds, for its launcher's dealloc. */
+static void zyx_tracking_free(ZyxTracking *t) {
+    zyx_tracking_clear(t);
+    PyMem_Free(t->handles);
+    t->handles = NULL;
 }
 
 /* The launch's buffers (``items`` are its arguments) and their records (NULL where

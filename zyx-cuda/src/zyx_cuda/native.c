@@ -236,8 +236,6 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * changed before that choice is made, so the Python path sees the state the C path saw.
  */
 
-#define MAX_PARAMS 64
-
 typedef struct {
     PyObject_HEAD
     ZyxTracking tracking;
@@ -249,8 +247,6 @@ typedef struct {
     PyTypeObject *buffer_type;
     Py_ssize_t pool_at, handle_at, refcount_at;
     Py_ssize_t params;
-    char is_buffer[MAX_PARAMS];
-    void **handles; /* the streams */
     void *context, *function, **kernel_params;
     unsigned block[3], shared;
     Py_ssize_t launched; /* launches run here, not in the fallback */
@@ -280,7 +276,7 @@ static int launcher_clear(Launcher *self) {
 static void launcher_dealloc(Launcher *self) {
     PyObject_GC_UnTrack(self);
     launcher_clear(self);
-    PyMem_Free(self->handles);
+    zyx_tracking_free(&self->tracking);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -305,35 +301,17 @@ static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     self->params = PyList_GET_SIZE(packed);
-    if (self->params > MAX_PARAMS || PyList_GET_SIZE(grid) != 3) {
+    if (PyList_GET_SIZE(grid) != 3) {
         PyErr_SetString(PyExc_ValueError, "Launcher: a layout this launcher does not take");
         return -1;
     }
     ZyxTracking *t = &self->tracking;
     if (zyx_tracking_init(t, self->params, reads, writes, load, issued, reached, track,
-                          buffer_type, record_type) ||
+                          buffer_type, record_type, streams) ||
         zyx_slot_offset(buffer_type, "pool", &self->pool_at) ||
         zyx_slot_offset(buffer_type, "handle", &self->handle_at) ||
         zyx_slot_offset(buffer_type, "refcount", &self->refcount_at))
         return -1;
-    if (PyTuple_GET_SIZE(streams) != t->queues) {
-        PyErr_SetString(PyExc_ValueError, "Launcher: one stream per queue of the tracker");
-        return -1;
-    }
-    memset(self->is_buffer, 0, sizeof(self->is_buffer));
-    for (Py_ssize_t k = 0; k < t->buffers; k++)
-        self->is_buffer[t->positions[k]] = 1;
-    PyMem_Free(self->handles);
-    self->handles = PyMem_New(void *, t->queues);
-    if (self->handles == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < t->queues; i++) {
-        self->handles[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(streams, i));
-        if (PyErr_Occurred())
-            return -1;
-    }
     self->context = (void *)(uintptr_t)context;
     self->function = (void *)(uintptr_t)function;
     self->kernel_params = (void **)(uintptr_t)kernel_params;
@@ -360,7 +338,7 @@ static int launchable(Launcher *self, PyObject *const *items, unsigned long long
         PyObject *arg = items[i];
         if (arg == PyList_GET_ITEM(self->packed, i))
             continue;
-        if (!self->is_buffer[i] || !PyObject_TypeCheck(arg, self->buffer_type) ||
+        if (!self->tracking.is_buffer[i] || !PyObject_TypeCheck(arg, self->buffer_type) ||
             ZYX_SLOT(arg, self->pool_at) != self->pool)
             return 0;
         PyObject *handle = ZYX_SLOT(arg, self->handle_at);
@@ -395,7 +373,8 @@ static PyObject *launch_and_commit(Launcher *self, PyObject *const *items,
     Py_BEGIN_ALLOW_THREADS
     result = launch_kernel(self->function, (unsigned)groups[0], (unsigned)groups[1],
                            (unsigned)groups[2], self->block[0], self->block[1], self->block[2],
-                           self->shared, self->handles[queue], self->kernel_params, NULL);
+                           self->shared, self->tracking.handles[queue], self->kernel_params,
+                           NULL);
     Py_END_ALLOW_THREADS
     if (result) {
         PyObject *error = PyObject_CallFunction(self->failure, "i", result);
@@ -419,7 +398,7 @@ static PyObject *launcher_submit(Launcher *self, PyObject *args) {
     if (n != self->params || PyList_GET_SIZE(self->packed) != n)
         return launcher_fallback(self, args);
     PyObject *const *items = PySequence_Fast_ITEMS(args);
-    unsigned long long handles[MAX_PARAMS];
+    unsigned long long handles[ZYX_MAX_PARAMS];
     int changed = 0;
     if (!launchable(self, items, handles, &changed))
         return launcher_fallback(self, args);

@@ -239,13 +239,14 @@ class KernelProgram(CudaProgram):
         """``submit`` behind zyx-cuda's native ``Launcher``, which runs a launch in C when
         it repeats the packed arguments on a stream without a cross-stream hazard, and
         hands every other launch to ``submit``; ``None`` without the native module or
-        where it does not apply (no params, more than 32 buffers)."""
+        where it does not apply (no params, more than 64, or more than 32 buffers)."""
         launcher_type = None if launcher() is None else steady()
         reads, writes = (
             tuple(i for i, k in enumerate(self.param_kinds) if k is kind)
             for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
         )
-        if launcher_type is None or not self.param_kinds or len(reads) + len(writes) > 32:
+        params = len(self.param_kinds)
+        if launcher_type is None or not 0 < params <= 64 or len(reads) + len(writes) > 32:
             return None
         streams = self.device.streams
         native = launcher_type(

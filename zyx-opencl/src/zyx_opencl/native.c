@@ -104,8 +104,6 @@ static PyObject *enqueue(PyObject *self, PyObject *const *args, Py_ssize_t nargs
  * ``enqueue``. Nothing is changed before that choice is made.
  */
 
-#define MAX_PARAMS 64
-
 typedef struct {
     PyObject_HEAD
     ZyxTracking tracking;
@@ -115,8 +113,7 @@ typedef struct {
     PyObject *gate;     /* list: the window's gate, where it has one */
     PyObject *failure;  /* failure(status) -> the exception to raise */
     Py_ssize_t params;
-    char is_buffer[MAX_PARAMS];
-    void **queues, *kernel;
+    void *kernel;
     size_t local[3];
     Py_ssize_t enqueued; /* launches enqueued here, not in the fallback */
 } Enqueuer;
@@ -145,7 +142,7 @@ static int enqueuer_clear(Enqueuer *self) {
 static void enqueuer_dealloc(Enqueuer *self) {
     PyObject_GC_UnTrack(self);
     enqueuer_clear(self);
-    PyMem_Free(self->queues);
+    zyx_tracking_free(&self->tracking);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -168,33 +165,15 @@ static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_RuntimeError, "Enqueuer before bind");
         return -1;
     }
-    if (params < 0 || params > MAX_PARAMS) {
-        PyErr_SetString(PyExc_ValueError, "Enqueuer: a layout this enqueuer does not take");
-        return -1;
-    }
     ZyxTracking *t = &self->tracking;
     if (zyx_tracking_init(t, params, reads, writes, load, issued, reached, track, buffer_type,
-                          record_type))
+                          record_type, queues))
         return -1;
-    if (PyTuple_GET_SIZE(queues) != t->queues || PyList_GET_SIZE(used) != t->queues) {
-        PyErr_SetString(PyExc_ValueError, "Enqueuer: one queue per queue of the tracker");
+    if (PyList_GET_SIZE(used) != t->queues) {
+        PyErr_SetString(PyExc_ValueError, "Enqueuer: one used flag per queue");
         return -1;
     }
     self->params = params;
-    memset(self->is_buffer, 0, sizeof(self->is_buffer));
-    for (Py_ssize_t k = 0; k < t->buffers; k++)
-        self->is_buffer[t->positions[k]] = 1;
-    PyMem_Free(self->queues);
-    self->queues = PyMem_New(void *, t->queues);
-    if (self->queues == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < t->queues; i++) {
-        self->queues[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(queues, i));
-        if (PyErr_Occurred())
-            return -1;
-    }
     self->kernel = (void *)(uintptr_t)kernel;
     PyObject *held[] = {fallback, program, used, gate, failure};
     PyObject **fields[] = {&self->fallback, &self->program, &self->used, &self->gate,
@@ -230,7 +209,7 @@ static int bindable(Enqueuer *self, PyObject *const *items, PyObject *bound, voi
             return -1;
         if (same)
             continue;
-        if (!self->is_buffer[i] || (mems[i] = cl_mem_of(items[i])) == NULL)
+        if (!self->tracking.is_buffer[i] || (mems[i] = cl_mem_of(items[i])) == NULL)
             return 0;
         *changed = 1;
     }
@@ -257,7 +236,7 @@ static PyObject *enqueue_and_commit(Enqueuer *self, PyObject *args, PyObject *bo
         if (PyObject_SetAttr(self->program, bound_name, Py_None))
             return NULL;
         for (Py_ssize_t i = 0; i < self->params; i++) {
-            if (PyTuple_GET_ITEM(bound, i) == items[i] || !self->is_buffer[i])
+            if (PyTuple_GET_ITEM(bound, i) == items[i] || !self->tracking.is_buffer[i])
                 continue;
             int32_t status = set_kernel_arg(self->kernel, (uint32_t)i, sizeof(void *), &mems[i]);
             if (status)
@@ -270,8 +249,8 @@ static PyObject *enqueue_and_commit(Enqueuer *self, PyObject *args, PyObject *bo
         PyList_SetItem(self->used, queue, Py_NewRef(Py_True));
     int32_t status;
     Py_BEGIN_ALLOW_THREADS
-    status = enqueue_kernel(self->queues[queue], self->kernel, 3, NULL, global, self->local, 0,
-                            NULL, NULL);
+    status = enqueue_kernel(self->tracking.handles[queue], self->kernel, 3, NULL, global,
+                            self->local, 0, NULL, NULL);
     Py_END_ALLOW_THREADS
     if (status)
         return raise_failure(self, "clEnqueueNDRangeKernel", status);
@@ -305,7 +284,7 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
         return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
     long queue = zyx_tracking_choose(t, records);
     PyObject *bound = NULL, *done = NULL;
-    void *mems[MAX_PARAMS];
+    void *mems[ZYX_MAX_PARAMS];
     int changed = 0, ready = !zyx_tracking_hazard(t, records, queue);
     if (ready && PyList_GET_ITEM(self->used, queue) != Py_True && PyList_GET_SIZE(self->gate))
         ready = 0;
