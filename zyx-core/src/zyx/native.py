@@ -31,6 +31,7 @@ from types import ModuleType
 
 from zyx.cache import DiskCache, digest
 from zyx.host.compiler import find_compiler
+from zyx.ir.ops import ParamKind
 
 _log = logging.getLogger("zyx.compile")
 _cache = DiskCache("native")
@@ -54,6 +55,21 @@ def load(name: str, source: str, prelude: Sequence[str] = ()) -> ModuleType | No
         whole = "".join([*parts, f'#line 1 "{name}.c"\n', source])
         _loaded[name] = _load(name, whole) if enabled() else None
     return _loaded[name]
+
+
+def tracked_params(
+    kinds: Sequence[ParamKind],
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The positions of the buffer params a launcher on ``zyx/tracker.c`` tracks, the read
+    ones and the written ones; ``None`` where a program has more params (64) or buffer
+    params (32) than its ``ZyxTracking`` takes."""
+    reads, writes = (
+        tuple(i for i, k in enumerate(kinds) if k is kind)
+        for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
+    )
+    if len(kinds) > 64 or len(reads) + len(writes) > 32:
+        return None
+    return reads, writes
 
 
 def _prelude(part: str) -> str:

@@ -30,6 +30,7 @@ from zyx.codegen.c import round_to
 from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir.ops import Kernel, ParamKind
+from zyx.native import tracked_params
 from zyx.streams import Access
 from zyx_cuda.codegen import shared_bytes
 from zyx_cuda.compiler import Image
@@ -241,13 +242,10 @@ class KernelProgram(CudaProgram):
         hands every other launch to ``submit``; ``None`` without the native module or
         where it does not apply (no params, more than 64, or more than 32 buffers)."""
         launcher_type = None if launcher() is None else steady()
-        reads, writes = (
-            tuple(i for i, k in enumerate(self.param_kinds) if k is kind)
-            for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
-        )
-        params = len(self.param_kinds)
-        if launcher_type is None or not 0 < params <= 64 or len(reads) + len(writes) > 32:
+        tracked = tracked_params(self.param_kinds)
+        if launcher_type is None or not self.param_kinds or tracked is None:
             return None
+        reads, writes = tracked
         streams = self.device.streams
         native = launcher_type(
             submit, self.args.packed, self.args.grid, reads, writes, streams.tracker.load,

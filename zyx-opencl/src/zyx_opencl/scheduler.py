@@ -50,6 +50,7 @@ import pyopencl as cl
 from zyx.backend import Arg, Buffer
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import ParamKind
+from zyx.native import tracked_params
 from zyx.streams import Access, Action, Sequencer
 from zyx_opencl.native import steady
 
@@ -193,16 +194,13 @@ class Scheduler(Sequencer[cl.Event]):
         ``enqueue``). ``failure(call, status)`` makes the error of a failed call. ``None``
         without the native module, or where the layout does not fit it."""
         enqueuer_type = steady()
-        kinds = program.param_kinds
-        reads, writes = (
-            tuple(i for i, k in enumerate(kinds) if k is kind)
-            for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
-        )
-        if enqueuer_type is None or len(kinds) > 64 or len(reads) + len(writes) > 32:
+        tracked = tracked_params(program.param_kinds)
+        if enqueuer_type is None or tracked is None:
             return None
+        reads, writes = tracked
         native = enqueuer_type(
-            fallback, program, len(kinds), reads, writes, self.tracker.load, self.issued,
-            self.reached, self.tracker.track, Buffer, Access, self._used, self._gate,
+            fallback, program, len(program.param_kinds), reads, writes, self.tracker.load,
+            self.issued, self.reached, self.tracker.track, Buffer, Access, self._used, self._gate,
             tuple(queue.int_ptr for queue in self.queues), program.kernel.int_ptr,
             program.local_size, failure,
         )  # fmt: skip
