@@ -291,8 +291,8 @@ static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     unsigned int shared;
     if (!PyArg_ParseTuple(args, "OO!O!OOOOOOOOO!O!O!KK(III)IK", &fallback, &PyList_Type,
                           &packed, &PyList_Type, &grid, &reads, &writes, &load, &issued,
-                          &reached, &track, &failure, &pool, &PyType_Type, &buffer_type, &PyType_Type,
-                          &record_type, &PyTuple_Type, &streams, &context, &function,
+                          &reached, &track, &failure, &pool, &PyType_Type, &buffer_type,
+                          &PyType_Type, &record_type, &PyTuple_Type, &streams, &context, &function,
                           &self->block[0], &self->block[1], &self->block[2], &shared,
                           &kernel_params))
         return -1;

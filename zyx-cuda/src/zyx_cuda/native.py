@@ -4,9 +4,9 @@
 binding, which builds conversion objects for its eleven arguments (0.25-0.6 µs less per
 ``Device.launch`` on the H200 machine). ``Launcher`` runs a program's whole launch in C
 when it repeats an earlier one (``zyx_cuda.program``). ``upload`` and ``download`` run a
-staging lane's share of a large copy without the GIL (``zyx_cuda.staging``). Without a C compiler or
-Python's headers (or with ``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and runs the lanes
-in Python instead: the same results, slower.
+staging lane's share of a large copy without the GIL (``zyx_cuda.staging``). Without a C
+compiler or Python's headers (or with ``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and
+runs the lanes in Python instead: the same results, slower.
 """
 
 from __future__ import annotations

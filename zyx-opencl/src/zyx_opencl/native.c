@@ -156,8 +156,8 @@ static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
     Py_ssize_t params;
     unsigned long long kernel;
     if (!PyArg_ParseTuple(args, "OOnOOOOOOO!O!O!O!O!K(nnn)O", &fallback, &program, &params,
-                          &reads, &writes, &load, &issued, &reached, &track, &PyType_Type, &buffer_type,
-                          &PyType_Type, &record_type, &PyList_Type, &used, &PyList_Type, &gate,
+                          &reads, &writes, &load, &issued, &reached, &track, &PyType_Type,
+                          &buffer_type, &PyType_Type, &record_type, &PyList_Type, &used, &PyList_Type, &gate,
                           &PyTuple_Type, &queues, &kernel, &self->local[0], &self->local[1],
                           &self->local[2], &failure))
         return -1;
