@@ -2,33 +2,18 @@
 
 from __future__ import annotations
 
-import shutil
-from importlib import resources
 from types import ModuleType
 
 import pytest
+from native_build import native_module
 
-from zyx import native
-
-pytestmark = [
-    pytest.mark.cuda,
-    pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler 'cc' on PATH"),
-]
+pytestmark = pytest.mark.cuda
 
 
 @pytest.fixture(scope="module")
 def module() -> ModuleType:
-    """The module as ``zyx_cuda.native`` builds it, before ``cuLaunchKernel`` is bound."""
-    code = resources.files("zyx_cuda").joinpath("native.c").read_text()
-    # Built under a name of its own: zyx_cuda.native binds the driver to the real one.
-    built = native.load(
-        "_zyx_cuda_native_test",
-        code.replace("_zyx_cuda_native", "_zyx_cuda_native_test"),
-        prelude=("tracker",),
-    )
-    if built is None:
-        pytest.skip("the native module did not build here (zyx.compile's log says why)")
-    return built
+    """The module as ``zyx_cuda.native`` builds it, before anything is bound."""
+    return native_module("_zyx_cuda_native_test")
 
 
 def test_launch_checks_its_arguments(module: ModuleType) -> None:
@@ -45,12 +30,12 @@ def test_launch_checks_its_arguments(module: ModuleType) -> None:
 
 
 def test_staging_lanes_check_their_arguments(module: ModuleType) -> None:
-    lane = (1, 2, 3, 0, 1, 1, 5, 6, 7, 8, 9)
+    lane = (1, 2, 3, 4, 1, 5, 6, 7, 8, 9)
     with pytest.raises(RuntimeError, match="before bind_copies"):
         module.upload(*lane)
-    with pytest.raises(TypeError, match="11 arguments"):
+    with pytest.raises(TypeError, match="10 arguments"):
         module.download(1, 2)
-    with pytest.raises(ValueError, match="step and a slot size"):
-        module.upload(1, 2, 3, 0, 0, 1, 5, 6, 7, 8, 9)
+    with pytest.raises(ValueError, match="claim counter and a slot size"):
+        module.upload(1, 2, 3, 0, 1, 5, 6, 7, 8, 9)
     with pytest.raises(OverflowError):
         module.download(-1, *lane[1:])

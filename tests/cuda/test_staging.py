@@ -1,16 +1,24 @@
-"""The staging lanes cover a copy exactly, in chunks no larger than a slot. Runs without a
-GPU: the driver calls are replaced by host memcpys, "device" memory is a numpy array."""
+"""The staging lanes cover a copy exactly, in chunks no larger than a slot, and share its
+chunks out by who is free. Runs without a GPU: the driver calls are replaced by host
+memcpys, "device" memory is a numpy array; the native lanes (``native.c``) call the same
+stand-ins through C function pointers."""
 
 from __future__ import annotations
 
 import ctypes
+import itertools
+import threading
+import time
 import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 
 pytest.importorskip("cuda.bindings.driver")
+
+from native_build import native_module  # noqa: E402
 
 from zyx.backend import byte_view  # noqa: E402
 from zyx_cuda import staging  # noqa: E402
@@ -32,18 +40,28 @@ class FakeDriver:
         self.pinned: list[np.ndarray] = []
         self.copies: list[tuple[int, int]] = []
         """(offset into the pinned-or-device side, size) of every staged DMA."""
+        self.threads: list[int] = []
+        """The thread that made each of ``copies``."""
+        self.slow: int | None = None
+        """A thread whose copies take 5 ms (``slow_down``): the first to copy."""
+        self._events = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def slow_down(self) -> None:
+        """From now on, the first thread to copy is slow: a lane on a busy core."""
+        self.slow = 0
 
     def cuMemHostAlloc(self, nbytes: int, flags: int) -> tuple[int, int]:
         self.pinned.append(np.zeros(nbytes, np.uint8))
         return 0, self.pinned[-1].ctypes.data
 
-    def cuEventCreate(self, flags: int) -> tuple[int, object]:
-        return 0, object()
+    def cuEventCreate(self, flags: int) -> tuple[int, int]:
+        return 0, next(self._events)
 
-    def cuEventRecord(self, event: object, stream: object) -> tuple[int]:
+    def cuEventRecord(self, event: int, stream: object) -> tuple[int]:
         return (0,)
 
-    def cuEventSynchronize(self, event: object) -> tuple[int]:
+    def cuEventSynchronize(self, event: int) -> tuple[int]:
         return (0,)
 
     def cuStreamSynchronize(self, stream: object) -> tuple[int]:
@@ -57,21 +75,83 @@ class FakeDriver:
         return 1, 0  # CUDA_ERROR_INVALID_VALUE: memory the driver does not know
 
     def cuMemcpyHtoDAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[int]:
-        self.copies.append((dst, size))
+        self._copied(dst, size)
         ctypes.memmove(dst, src, size)
         return (0,)
 
     def cuMemcpyDtoHAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[int]:
-        self.copies.append((src, size))
+        self._copied(src, size)
         ctypes.memmove(dst, src, size)
         return (0,)
+
+    def _copied(self, device: int, size: int) -> None:
+        thread = threading.get_ident()
+        with self._lock:
+            self.copies.append((device, size))
+            self.threads.append(thread)
+            if self.slow == 0:
+                self.slow = thread
+        if thread == self.slow:
+            time.sleep(0.005)
+
+
+_INT, _PTR, _U64, _SIZE = ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t
+_HTOD = ctypes.CFUNCTYPE(_INT, _U64, _PTR, _SIZE, _PTR)
+_DTOH = ctypes.CFUNCTYPE(_INT, _PTR, _U64, _SIZE, _PTR)
+_RECORD = ctypes.CFUNCTYPE(_INT, _PTR, _PTR)
+_SYNC = ctypes.CFUNCTYPE(_INT, _PTR)
+
+
+class NativeLanes:
+    """zyx-cuda's native lanes (a build of their own) with the copy and event calls bound to
+    whichever ``FakeDriver`` is ``driver`` (C function pointers into Python)."""
+
+    def __init__(self) -> None:
+        self.module = native_module("_zyx_cuda_native_lanes")
+        self.driver = FakeDriver()
+        calls = (
+            _HTOD(lambda *args: self.driver.cuMemcpyHtoDAsync(*args)[0]),
+            _DTOH(lambda *args: self.driver.cuMemcpyDtoHAsync(*args)[0]),
+            _RECORD(lambda *args: self.driver.cuEventRecord(*args)[0]),
+            _SYNC(lambda event: self.driver.cuEventSynchronize(event)[0]),
+        )
+        self._calls = calls  # the pointers live as long as these objects
+        self.module.bind_copies(*(ctypes.cast(call, ctypes.c_void_p).value for call in calls))
+
+
+@pytest.fixture(scope="module")
+def native_lanes() -> NativeLanes:
+    return NativeLanes()
+
+
+@pytest.fixture(params=["python", "native"])
+def lanes_of(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Callable[[int], staging.Staging]:
+    """Makes a ``Staging`` of n lanes over a ``FakeDriver``, with its lanes in Python or in
+    C (``native.c``, its driver calls pointed at the same ``FakeDriver``)."""
+    driver = FakeDriver()
+    monkeypatch.setattr(staging, "driver", driver)
+    if request.param == "native":
+        native = request.getfixturevalue("native_lanes")
+        native.driver = driver
+        monkeypatch.setattr(staging, "copier", lambda: native.module)
+    else:
+        monkeypatch.setattr(staging, "copier", lambda: None)
+    context = types.SimpleNamespace(activate=lambda: None)
+
+    def lanes(threads: int) -> staging.Staging:
+        made = staging.Staging(context, threads=threads, slot_bytes=SLOT)  # type: ignore[arg-type]
+        made.driver = driver  # type: ignore[attr-defined]
+        return made
+
+    return lanes
 
 
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
     driver = FakeDriver()
     monkeypatch.setattr(staging, "driver", driver)
-    # The Python lanes: the native ones call the real driver (tests/cuda's GPU tests).
     monkeypatch.setattr(staging, "copier", lambda: None)
     return driver
 
@@ -90,21 +170,45 @@ def covered(copies: list[tuple[int, int]], base: int, nbytes: int) -> bool:
 @pytest.mark.parametrize("threads", [1, 3, 8])
 @pytest.mark.parametrize("nbytes", [staging.DIRECT_BYTES + 1, 37 * SLOT + 123])
 def test_staged_copies_tile_the_range_and_round_trip(
-    fake: FakeDriver, threads: int, nbytes: int
+    lanes_of: Callable[[int], staging.Staging], threads: int, nbytes: int
 ) -> None:
-    context = types.SimpleNamespace(activate=lambda: None)
-    lanes = staging.Staging(context, threads=threads, slot_bytes=SLOT)  # type: ignore[arg-type]
+    lanes = lanes_of(threads)
+    fake: FakeDriver = lanes.driver  # type: ignore[attr-defined]
     data = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
     device = np.zeros(nbytes, np.uint8)
-    lanes.upload(device.ctypes.data, byte_view(data), stream=None)
+    lanes.upload(device.ctypes.data, byte_view(data), stream=0)
     np.testing.assert_array_equal(device, data)
     assert covered(fake.copies, device.ctypes.data, nbytes)
     fake.copies.clear()
     back = np.zeros(nbytes, np.uint8)
-    lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=None)
+    lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=0)
     np.testing.assert_array_equal(back, data)
     assert covered(fake.copies, device.ctypes.data, nbytes)
     assert len(fake.pinned) == 2 * threads  # two slots per lane, allocated once
+
+
+@pytest.mark.parametrize("direction", ["upload", "download"])
+def test_a_slow_lane_takes_fewer_chunks(
+    lanes_of: Callable[[int], staging.Staging], direction: str
+) -> None:
+    """The lanes take the next chunk not yet taken, so one slowed down (here: 5 ms a
+    copy) leaves its share to the others instead of finishing last."""
+    lanes, chunks = lanes_of(4), 200
+    fake: FakeDriver = lanes.driver  # type: ignore[attr-defined]
+    data = np.random.default_rng(2).integers(0, 256, chunks * SLOT, dtype=np.uint8)
+    device = np.zeros_like(data)
+    if direction == "download":
+        device[:] = data
+        data = np.zeros_like(data)
+    fake.slow_down()
+    if direction == "upload":
+        lanes.upload(device.ctypes.data, byte_view(data), stream=0)
+    else:
+        lanes.download(byte_view(data, writable=True), device.ctypes.data, stream=0)
+    np.testing.assert_array_equal(device, data)
+    assert covered(fake.copies, device.ctypes.data, chunks * SLOT)
+    slow = fake.threads.count(fake.slow)
+    assert slow < chunks / 4 / 4, f"the slow lane copied {slow} of {chunks} chunks"
 
 
 def test_small_copies_skip_staging(fake: FakeDriver) -> None:
@@ -112,7 +216,7 @@ def test_small_copies_skip_staging(fake: FakeDriver) -> None:
     lanes = staging.Staging(context, threads=2, slot_bytes=SLOT)  # type: ignore[arg-type]
     data = np.arange(100, dtype=np.uint8)
     device = np.zeros(100, np.uint8)
-    lanes.upload(device.ctypes.data, byte_view(data), stream=None)
+    lanes.upload(device.ctypes.data, byte_view(data), stream=0)
     np.testing.assert_array_equal(device, data)
     assert fake.pinned == []
 
@@ -126,15 +230,15 @@ def test_page_locked_memory_is_copied_in_place(fake: FakeDriver) -> None:
     data = np.random.default_rng(1).integers(0, 256, nbytes, dtype=np.uint8)
     fake.locked.append(data)
     device = np.zeros(nbytes, np.uint8)
-    lanes.upload(device.ctypes.data, byte_view(data), stream=None)
+    lanes.upload(device.ctypes.data, byte_view(data), stream=0)
     np.testing.assert_array_equal(device, data)
     assert fake.copies == [(device.ctypes.data, nbytes)] and fake.pinned == []
     assert fake.synchronized == 1
     back = np.zeros(nbytes, np.uint8)
     fake.locked.append(back)
-    lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=None)
+    lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=0)
     np.testing.assert_array_equal(back, data)
     assert fake.pinned == [] and fake.synchronized == 2
     fake.locked[:] = [data[: nbytes // 2]]  # locked at the start only: staged
-    lanes.upload(device.ctypes.data, byte_view(data), stream=None)
+    lanes.upload(device.ctypes.data, byte_view(data), stream=0)
     assert len(fake.pinned) == 4

@@ -3,9 +3,9 @@
  * launch: cuLaunchKernel with plain ints, no conversion objects: the driver's entry point
  * is bound once (bind), the kernel arguments are already packed in a void** block.
  * Launcher: a program's whole launch in C where it repeats an earlier one (below).
- * upload, download: one staging lane's whole share of a host<->device copy (see
- * staging.py), without the GIL: per chunk, wait for the slot, copy into or out of it,
- * and the DMA; in Python each chunk cost a GIL handoff per driver call.
+ * upload, download: one staging lane's part of a host<->device copy (see staging.py),
+ * without the GIL: per chunk it claims, wait for the slot, copy into or out of it, and the
+ * DMA; in Python each chunk cost a GIL handoff per driver call.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -115,27 +115,28 @@ static PyObject *bind_copies(PyObject *self, PyObject *const *args, Py_ssize_t n
 typedef struct {
     uint64_t device;
     char *host;
-    size_t bytes, first, step, slot_bytes;
+    size_t bytes, slot_bytes;
+    size_t *next; /* the index of the copy's next unclaimed chunk, shared by its lanes */
     char *slots[2];
     void *events[2];
     void *stream;
 } Lane;
 
-/* The lane's arguments: (device, host, bytes, first, step, slot_bytes, slot0, event0,
- * slot1, event1, stream), all ints. */
+/* The lane's arguments: (device, host, bytes, next, slot_bytes, slot0, event0, slot1,
+ * event1, stream), all ints; ``next`` is the address of the copy's shared size_t. */
 static int parse_lane(PyObject *const *args, Py_ssize_t nargs, Lane *lane) {
-    size_t v[11];
-    if (nargs != 11) {
-        PyErr_Format(PyExc_TypeError, "a lane takes 11 arguments, got %zd", nargs);
+    size_t v[10];
+    if (nargs != 10) {
+        PyErr_Format(PyExc_TypeError, "a lane takes 10 arguments, got %zd", nargs);
         return -1;
     }
-    for (int i = 0; i < 11; i++) {
+    for (int i = 0; i < 10; i++) {
         v[i] = PyLong_AsSize_t(args[i]);
         if (v[i] == (size_t)-1 && PyErr_Occurred())
             return -1;
     }
-    if (v[4] == 0 || v[5] == 0) {
-        PyErr_SetString(PyExc_ValueError, "a lane needs a step and a slot size");
+    if (v[3] == 0 || v[4] == 0) {
+        PyErr_SetString(PyExc_ValueError, "a lane needs a claim counter and a slot size");
         return -1;
     }
     if (copy_htod == NULL) {
@@ -144,39 +145,63 @@ static int parse_lane(PyObject *const *args, Py_ssize_t nargs, Lane *lane) {
     }
     lane->device = v[0];
     lane->host = (char *)v[1];
-    lane->bytes = v[2], lane->first = v[3], lane->step = v[4], lane->slot_bytes = v[5];
-    lane->slots[0] = (char *)v[6], lane->events[0] = (void *)v[7];
-    lane->slots[1] = (char *)v[8], lane->events[1] = (void *)v[9];
-    lane->stream = (void *)v[10];
+    lane->bytes = v[2], lane->next = (size_t *)v[3], lane->slot_bytes = v[4];
+    lane->slots[0] = (char *)v[5], lane->events[0] = (void *)v[6];
+    lane->slots[1] = (char *)v[7], lane->events[1] = (void *)v[8];
+    lane->stream = (void *)v[9];
     return 0;
 }
 
-/* The bytes of the chunk at ``at``: a whole slot, or what is left. */
-static size_t chunk_bytes(const Lane *l, size_t at) {
-    return l->bytes - at < l->slot_bytes ? l->bytes - at : l->slot_bytes;
+typedef struct {
+    size_t at, size;
+} Chunk;
+
+/* Chunk ``i`` of the copy (a whole slot, or what is left); 0 where it lies past the end. */
+static int chunk_at(const Lane *l, size_t i, Chunk *chunk) {
+    if (i >= (l->bytes + l->slot_bytes - 1) / l->slot_bytes)
+        return 0;
+    chunk->at = i * l->slot_bytes;
+    chunk->size = l->bytes - chunk->at < l->slot_bytes ? l->bytes - chunk->at : l->slot_bytes;
+    return 1;
+}
+
+/* Claim the copy's next chunk from the counter its lanes share, so that a lane on a busy
+ * core takes fewer instead of finishing last; 0 when none is left. */
+static int claim(const Lane *l, Chunk *chunk) {
+    return chunk_at(l, __atomic_fetch_add(l->next, 1, __ATOMIC_RELAXED), chunk);
+}
+
+/* Whether a chunk is left to claim (another lane may still take it first). */
+static int remains(const Lane *l) {
+    Chunk chunk;
+    return chunk_at(l, __atomic_load_n(l->next, __ATOMIC_RELAXED), &chunk);
 }
 
 static PyObject *lane_result(int status, const char *call) {
     return Py_BuildValue("(is)", status, status ? call : "");
 }
 
-/* upload(...lane) -> (CUresult, call): host to device through the lane's two slots */
+/* upload(...lane) -> (CUresult, call): host to device through the lane's two slots. A
+ * chunk is claimed once a slot is free (none waits, claimed, behind a busy lane); the lane
+ * stops without waiting for a slot once none is left. */
 static PyObject *upload(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Lane l;
     if (parse_lane(args, nargs, &l))
         return NULL;
     int status = 0, slot = 0;
     const char *call = "";
+    Chunk c;
     Py_BEGIN_ALLOW_THREADS
-    for (size_t at = l.first; at < l.bytes; at += l.step, slot ^= 1) {
-        size_t size = chunk_bytes(&l, at);
+    for (; remains(&l); slot ^= 1) {
         /* An event never recorded counts as complete. */
         if ((status = event_sync(l.events[slot]))) {
             call = "cuEventSynchronize";
             break;
         }
-        memcpy(l.slots[slot], l.host + at, size);
-        if ((status = copy_htod(l.device + at, l.slots[slot], size, l.stream))) {
+        if (!claim(&l, &c))
+            break;
+        memcpy(l.slots[slot], l.host + c.at, c.size);
+        if ((status = copy_htod(l.device + c.at, l.slots[slot], c.size, l.stream))) {
             call = "cuMemcpyHtoDAsync";
             break;
         }
@@ -189,10 +214,9 @@ static PyObject *upload(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return lane_result(status, call);
 }
 
-/* Start the DMA of the chunk at ``at`` into ``slot``; the failed call's name, or NULL. */
-static const char *fetch(const Lane *l, int slot, size_t at, int *status) {
-    size_t size = chunk_bytes(l, at);
-    if ((*status = copy_dtoh(l->slots[slot], l->device + at, size, l->stream)))
+/* Start the DMA of ``chunk`` into ``slot``; the failed call's name, or NULL. */
+static const char *fetch(const Lane *l, int slot, const Chunk *chunk, int *status) {
+    if ((*status = copy_dtoh(l->slots[slot], l->device + chunk->at, chunk->size, l->stream)))
         return "cuMemcpyDtoHAsync";
     if ((*status = event_record(l->events[slot], l->stream)))
         return "cuEventRecord";
@@ -200,25 +224,28 @@ static const char *fetch(const Lane *l, int slot, size_t at, int *status) {
 }
 
 /* download(...lane) -> (CUresult, call): device to host through the lane's two slots; the
- * next chunk's DMA runs while the current one is copied out */
+ * lane's next chunk is claimed and its DMA started while the current one is copied out */
 static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Lane l;
     if (parse_lane(args, nargs, &l))
         return NULL;
-    int status = 0, slot = 0;
+    int status = 0, slot = 0, more;
     const char *call = NULL;
+    Chunk c, next;
     Py_BEGIN_ALLOW_THREADS
-    for (size_t at = l.first; at < l.bytes; at += l.step, slot ^= 1) {
-        size_t size = chunk_bytes(&l, at);
-        if (at == l.first && (call = fetch(&l, slot, at, &status)))
-            break;
-        if (at + l.step < l.bytes && (call = fetch(&l, slot ^ 1, at + l.step, &status)))
+    more = claim(&l, &c);
+    if (more)
+        call = fetch(&l, slot, &c, &status);
+    while (call == NULL && more) {
+        more = claim(&l, &next);
+        if (more && (call = fetch(&l, slot ^ 1, &next, &status)))
             break;
         if ((status = event_sync(l.events[slot]))) {
             call = "cuEventSynchronize";
             break;
         }
-        memcpy(l.host + at, l.slots[slot], size);
+        memcpy(l.host + c.at, l.slots[slot], c.size);
+        c = next, slot ^= 1;
     }
     Py_END_ALLOW_THREADS
     return lane_result(status, call ? call : "");
@@ -459,11 +486,11 @@ static PyMethodDef methods[] = {
     {"bind_copies", (PyCFunction)(void (*)(void))bind_copies, METH_FASTCALL,
      "bind_copies(htod, dtoh, record, synchronize): the driver's entry points"},
     {"upload", (PyCFunction)(void (*)(void))upload, METH_FASTCALL,
-     "upload(device, host, bytes, first, step, slot_bytes, slot0, event0, slot1, event1, "
-     "stream) -> (CUresult, call)"},
+     "upload(device, host, bytes, next, slot_bytes, slot0, event0, slot1, event1, stream) "
+     "-> (CUresult, call)"},
     {"download", (PyCFunction)(void (*)(void))download, METH_FASTCALL,
-     "download(device, host, bytes, first, step, slot_bytes, slot0, event0, slot1, event1, "
-     "stream) -> (CUresult, call)"},
+     "download(device, host, bytes, next, slot_bytes, slot0, event0, slot1, event1, stream) "
+     "-> (CUresult, call)"},
     {NULL, NULL, 0, NULL},
 };
 

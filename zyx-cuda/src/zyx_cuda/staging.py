@@ -2,20 +2,24 @@
 
 The DMA engines move pinned memory at full speed (about 55 GB/s host to device on the
 H200) but pageable memory at a fraction (4.1 GB/s), and one core's ``memcpy`` into pinned
-memory is slower than the DMA. So a large copy is cut into chunks dealt round-robin to
-worker threads ("lanes"). Each lane owns two pinned slots and alternates between them:
+memory is slower than the DMA. So a large copy is cut into chunks that worker threads
+("lanes") take in turn, each the next one not yet taken: a lane on a busy core takes fewer
+instead of finishing last (dealt round-robin, a slow lane held whole copies back: the
+slowest quarter of 1 GiB copies fell below 47 GB/s host to device and 39 device to host;
+claimed, below 50 and 49). Each lane owns two pinned slots and alternates between them:
 it ``memmove``s a chunk into one slot (ctypes drops the GIL for that) and enqueues its DMA,
 then fills the other slot while that DMA runs. A slot's event says when its last DMA
 finished and the slot may be filled again. Measured on the H200 (2026-11-30, 1 GiB): 4 MiB
 chunks beat 2, 8, 16 and 32 MiB in two sweeps, 4 threads reached half the speed, and 8, 12
 and 16 threads landed within run-to-run noise of each other (43-50 GB/s host to device,
 the DMA alone reaching 55): the host memory bandwidth of the extra copy is the limit.
-Streaming (non-temporal) stores into the slots were tried and lost: 39 against 50 GB/s
+Streaming (non-temporal) stores into the slots and page-locking part of the source in
+place beside the lanes lost; first chunks growing from a fraction of a slot tied
 (BENCHMARKS.md).
 
-Where zyx-cuda's native module is built, each lane's whole share runs in C without the GIL
-(``native.c``: ``upload``, ``download``; the download also starts a chunk's DMA while the
-one before is copied out); else in Python, a GIL handoff per driver call.
+Where zyx-cuda's native module is built, each lane runs in C without the GIL (``native.c``:
+``upload``, ``download``; the download also starts a chunk's DMA while the one before is
+copied out); else in Python, a GIL handoff per driver call.
 
 Copies below ``DIRECT_BYTES`` skip staging: the driver copies small pageable sources
 into its own staging before ``cuMemcpyHtoDAsync`` returns, which is cheaper than a hop
@@ -31,6 +35,7 @@ process.
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -52,8 +57,8 @@ THREADS = max(1, min(12, os.cpu_count() or 1))
 
 Chunk = Callable[["_Slot", int, int], None]
 """Copies one chunk, ``(slot, offset, size)``, through ``slot``."""
-Lane = Callable[[tuple["_Slot", "_Slot"], range], None]
-"""Copies a lane's chunks (their offsets) through its two slots."""
+Lane = Callable[[tuple["_Slot", "_Slot"]], None]
+"""Copies the chunks a lane claims through its two slots, until none is left."""
 
 
 def address(view: memoryview) -> int:
@@ -164,28 +169,25 @@ class Staging:
         self._run(self._chunked(chunk, dst.nbytes), dst.nbytes)
 
     def _run(self, lane: Lane, nbytes: int) -> None:
-        """Run ``lane`` on every lane's share of ``nbytes``: the chunks dealt round-robin."""
+        """Run ``lane`` on as many lanes as ``nbytes`` has chunks (up to all of them)."""
         lanes, workers = self._ready()
-        offsets = range(0, nbytes, self.slot_bytes)
-        count = min(len(lanes), len(offsets))
-        futures = [
-            workers.submit(self._in_context, lane, lanes[i], offsets[i::count])
-            for i in range(count)
-        ]
+        count = min(len(lanes), -(-nbytes // self.slot_bytes))
+        futures = [workers.submit(self._in_context, lane, lanes[i]) for i in range(count)]
         errors = [future.exception() for future in futures]
         for error in errors:
             if error is not None:
                 raise error
 
-    def _in_context(self, lane: Lane, slots: tuple[_Slot, _Slot], offsets: range) -> None:
+    def _in_context(self, lane: Lane, slots: tuple[_Slot, _Slot]) -> None:
         self.context.activate()
-        lane(slots, offsets)
+        lane(slots)
 
     def _chunked(self, chunk: Chunk, nbytes: int) -> Lane:
-        """A lane that runs ``chunk`` on its chunks in order, alternating its two slots."""
+        """A lane that runs ``chunk`` on each chunk it claims, alternating its two slots."""
+        claims = itertools.count(0, self.slot_bytes)  # shared; next() holds the GIL
 
-        def lane(slots: tuple[_Slot, _Slot], offsets: range) -> None:
-            for i, offset in enumerate(offsets):
+        def lane(slots: tuple[_Slot, _Slot]) -> None:
+            for i, offset in enumerate(itertools.takewhile(lambda at: at < nbytes, claims)):
                 chunk(slots[i % 2], offset, min(self.slot_bytes, nbytes - offset))
 
         return lane
@@ -199,12 +201,14 @@ class Staging:
         stream: Any,
         status: ErrorStatus,
     ) -> Lane:
-        """A lane run by the native module's ``upload`` or ``download``, without the GIL."""
+        """A lane run by the native module's ``upload`` or ``download``, without the GIL;
+        the copy's lanes claim their chunks from one counter."""
+        claims = ctypes.c_size_t(0)
 
-        def lane(slots: tuple[_Slot, _Slot], offsets: range) -> None:
+        def lane(slots: tuple[_Slot, _Slot]) -> None:
             first, second = slots
             result, what = call(
-                device, host, nbytes, offsets.start, offsets.step, self.slot_bytes,
+                device, host, nbytes, ctypes.addressof(claims), self.slot_bytes,
                 first.ptr, int(first.event), second.ptr, int(second.event), int(stream),
             )  # fmt: skip
             if result:
