@@ -20,8 +20,8 @@ from collections.abc import Callable
 import numpy as np
 
 GIB = 1 << 30
-THREADS = (8, 12, 16)
-SLOTS = (1 << 19, 1 << 20, 2 << 20, 4 << 20)
+THREADS = (8, 12, 14, 16)
+SLOTS = (2 << 20, 4 << 20, 8 << 20)
 
 
 def gbps(copy: Callable[[], None], sync: Callable[[], None]) -> float:
