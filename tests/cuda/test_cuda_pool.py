@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import ctypes
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
-from zyx.errors import BackendError, ErrorStatus
+import zyx
+from zyx.disk import DiskPool
+from zyx.errors import BackendError, ErrorStatus, PluginError
 from zyx.host.pool import HostPool
 from zyx_cuda.staging import DIRECT_BYTES, SLOT_BYTES
 
@@ -108,6 +111,38 @@ def test_copy_from_the_host_pool_and_from_another_cuda_pool(
     np.testing.assert_array_equal(HostPool.array(back), data)
     other.pool.release(obuf)
     other.synchronize()
+
+
+def test_copy_from_a_file_and_to_and_from_opencl(
+    device: CudaDevice, rng: np.random.Generator, tmp_path: Path
+) -> None:
+    """Pools with no direct path between them stage through host memory: a file into the
+    GPU, the GPU into an OpenCL device (the first zyx opens: NVIDIA's or PoCL) and back."""
+    data = rng.integers(0, 256, 2 * SLOT_BYTES + 5, dtype=np.uint8)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(b"head" + data.tobytes())
+    disk = DiskPool()
+    src = disk.open(path, offset=4, nbytes=data.nbytes)
+    pool = device.pool
+    gbuf = pool.allocate(data.nbytes)
+    pool.copy_from(disk, src, gbuf)
+    disk.release(src)
+    out = np.empty_like(data)
+    pool.read(gbuf, out)
+    np.testing.assert_array_equal(out, data)
+    try:
+        opencl = zyx.device("opencl")
+    except PluginError as error:
+        pytest.skip(f"no OpenCL device: {error}")
+    cbuf = opencl.pool.allocate(data.nbytes)
+    opencl.pool.copy_from(pool, gbuf, cbuf)
+    pool.write(gbuf, np.zeros_like(data))
+    pool.copy_from(opencl.pool, cbuf, gbuf)
+    opencl.pool.release(cbuf)
+    out[:] = 0
+    pool.read(gbuf, out)
+    np.testing.assert_array_equal(out, data)
+    pool.release(gbuf)
 
 
 def test_out_of_memory_is_an_error_and_the_pool_stays_usable(device: CudaDevice) -> None:
