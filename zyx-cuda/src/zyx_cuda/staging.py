@@ -134,7 +134,6 @@ class Staging:
             return
 
         def chunk(slot: _Slot, offset: int, size: int) -> None:
-            slot.wait()
             ctypes.memmove(slot.ptr, base + offset, size)
             copy = driver.cuMemcpyHtoDAsync(dst + offset, slot.ptr, size, stream)
             check(status, "cuMemcpyHtoDAsync", copy)
@@ -183,12 +182,17 @@ class Staging:
         lane(slots)
 
     def _chunked(self, chunk: Chunk, nbytes: int) -> Lane:
-        """A lane that runs ``chunk`` on each chunk it claims, alternating its two slots."""
+        """A lane that runs ``chunk`` on each chunk it claims, alternating its two slots; it
+        claims one once a slot is free, as the native lanes do."""
         claims = itertools.count(0, self.slot_bytes)  # shared; next() holds the GIL
 
         def lane(slots: tuple[_Slot, _Slot]) -> None:
-            for i, offset in enumerate(itertools.takewhile(lambda at: at < nbytes, claims)):
-                chunk(slots[i % 2], offset, min(self.slot_bytes, nbytes - offset))
+            for slot in itertools.cycle(slots):
+                slot.wait()
+                offset = next(claims)
+                if offset >= nbytes:
+                    return
+                chunk(slot, offset, min(self.slot_bytes, nbytes - offset))
 
         return lane
 
