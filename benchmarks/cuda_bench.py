@@ -37,7 +37,8 @@ from typing import Any
 from unittest import mock
 
 import numpy as np
-from kernels import strided_add
+from kernels import empty_kernel, strided_add
+from timing import per_launch
 
 from zyx.codegen.c import Source
 from zyx.dtypes import DType
@@ -57,13 +58,6 @@ def median_of(run: Callable[[], float], repeats: int, warmup: int = 3) -> float:
 
 
 # ---- kernels -------------------------------------------------------------------------------
-
-
-def empty_kernel() -> Kernel:
-    kb = KernelBuilder("empty")
-    kb.param(DType.F32, ParamKind.GLOBAL_MUT)
-    kb.local(0, 1)
-    return kb.build()
 
 
 def increment_kernel(n: int) -> Kernel:
@@ -180,16 +174,7 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
     cases: dict[str, Callable[[], float]] = {}
 
     def record(implementation: str, launch: Callable[[], None], sync: Callable[[], None]) -> None:
-        def per_launch() -> float:
-            sync()
-            start = time.perf_counter()
-            for _ in range(burst):
-                launch()
-            elapsed = time.perf_counter() - start
-            sync()
-            return elapsed / burst * 1e6
-
-        cases[implementation] = per_launch
+        cases[implementation] = partial(per_launch, launch, sync, burst)
 
     program, args = device.compile(empty_kernel()), [buf]
     native = "native Launcher" if zyx_cuda.native.steady() is not None else "no native module"

@@ -6,6 +6,14 @@ from zyx.dtypes import DType
 from zyx.ir import INDEX, Kernel, KernelBuilder, ParamKind, ceil_div
 
 
+def empty_kernel() -> Kernel:
+    """One written f32 buffer, one work-item, no body: a launch with nothing to run."""
+    kb = KernelBuilder("empty")
+    kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    kb.local(0, 1)
+    return kb.build()
+
+
 def strided_add(per_item: int, local: int) -> Kernel:
     """``c = a + b`` over f32; each work-item adds ``per_item`` elements ``local`` apart, so
     every load and store of a group is contiguous (one coalesced transaction per warp) and a

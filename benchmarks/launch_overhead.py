@@ -29,35 +29,14 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "cuda"))  # stub_driver
-from kernels import strided_add  # noqa: E402
-
-from zyx.dtypes import DType  # noqa: E402
-from zyx.ir import Kernel, KernelBuilder, ParamKind  # noqa: E402
-
-
-def empty_kernel() -> Kernel:
-    kb = KernelBuilder("empty")
-    kb.param(DType.F32, ParamKind.GLOBAL_MUT)
-    kb.local(0, 1)
-    return kb.build()
-
-
-def per_launch(run: Callable[[], None], drain: Callable[[], None], launches: int) -> float:
-    """Microseconds per call of ``run`` in a burst of ``launches``."""
-    drain()
-    start = time.perf_counter()
-    for _ in range(launches):
-        run()
-    elapsed = time.perf_counter() - start
-    drain()
-    return elapsed / launches * 1e6
+from kernels import empty_kernel, strided_add  # noqa: E402
+from timing import per_launch  # noqa: E402
 
 
 def measure(
