@@ -24,8 +24,10 @@ typedef struct {
     PyObject *issued; /* Sequencer.issued: the queues' sequence numbers */
     PyObject *reached; /* Sequencer.reached: the points known complete */
     PyObject *track;  /* DependencyTracker.track(buffer) -> a new record */
+    PyTypeObject *buffer_type; /* zyx.backend.Buffer */
+    PyObject *pool;            /* the device's pool: a buffer argument must be of it */
     PyTypeObject *record_type;
-    Py_ssize_t tracking_at, writer_queue_at, writer_at, readers_at;
+    Py_ssize_t pool_at, refcount_at, tracking_at, writer_queue_at, writer_at, readers_at;
     Py_ssize_t queues, reads, buffers; /* buffer params: the reads first, then the writes */
     Py_ssize_t positions[ZYX_MAX_BUFFERS];
     char is_buffer[ZYX_MAX_PARAMS];
@@ -103,13 +105,13 @@ static int zyx_handles(ZyxTracking *t, PyObject *handles) {
 }
 
 /* Set up ``t`` for a program of ``params`` params that reads the buffer params ``reads``
- * and writes ``writes`` (tuples of positions), on the tracker's ``load`` and the
- * sequencer's ``issued`` and ``reached`` lists, with ``track`` making records, over the
- * queues ``handles`` (a tuple of addresses); takes references. */
+ * and writes ``writes`` (tuples of positions) of ``pool``, on the tracker's ``load`` and
+ * the sequencer's ``issued`` and ``reached`` lists, with ``track`` making records, over
+ * the queues ``handles`` (a tuple of addresses); takes references. */
 static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
                              PyObject *writes, PyObject *load, PyObject *issued,
                              PyObject *reached, PyObject *track, PyTypeObject *buffer_type,
-                             PyTypeObject *record_type, PyObject *handles) {
+                             PyObject *pool, PyTypeObject *record_type, PyObject *handles) {
     if (!PyList_Check(load) || !PyList_Check(issued) || !PyList_Check(reached) ||
         PyList_GET_SIZE(load) < 1 || PyList_GET_SIZE(issued) != PyList_GET_SIZE(load) ||
         PyList_GET_SIZE(reached) != PyList_GET_SIZE(load)) {
@@ -125,6 +127,8 @@ static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
         return -1;
     t->reads = t->buffers;
     if (zyx_positions(t, writes, params) ||
+        zyx_slot_offset(buffer_type, "pool", &t->pool_at) ||
+        zyx_slot_offset(buffer_type, "refcount", &t->refcount_at) ||
         zyx_slot_offset(buffer_type, "tracking", &t->tracking_at) ||
         zyx_slot_offset(record_type, "writer_queue", &t->writer_queue_at) ||
         zyx_slot_offset(record_type, "writer", &t->writer_at) ||
@@ -144,6 +148,10 @@ static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
     Py_XSETREF(t->reached, reached);
     Py_INCREF(track);
     Py_XSETREF(t->track, track);
+    Py_INCREF(buffer_type);
+    Py_XSETREF(t->buffer_type, buffer_type);
+    Py_INCREF(pool);
+    Py_XSETREF(t->pool, pool);
     Py_INCREF(record_type);
     Py_XSETREF(t->record_type, record_type);
     return 0;
@@ -154,6 +162,8 @@ static int zyx_tracking_traverse(ZyxTracking *t, visitproc visit, void *arg) {
     Py_VISIT(t->issued);
     Py_VISIT(t->reached);
     Py_VISIT(t->track);
+    Py_VISIT(t->buffer_type);
+    Py_VISIT(t->pool);
     Py_VISIT(t->record_type);
     return 0;
 }
@@ -163,6 +173,8 @@ static void zyx_tracking_clear(ZyxTracking *t) {
     Py_CLEAR(t->issued);
     Py_CLEAR(t->reached);
     Py_CLEAR(t->track);
+    Py_CLEAR(t->buffer_type);
+    Py_CLEAR(t->pool);
     Py_CLEAR(t->record_type);
 }
 
@@ -171,6 +183,20 @@ static void zyx_tracking_free(ZyxTracking *t) {
     zyx_tracking_clear(t);
     PyMem_Free(t->handles);
     t->handles = NULL;
+}
+
+/* Whether ``arg`` is a buffer of the pool (released or not). */
+static int zyx_of_pool(const ZyxTracking *t, PyObject *arg) {
+    return PyObject_TypeCheck(arg, t->buffer_type) && ZYX_SLOT(arg, t->pool_at) == t->pool;
+}
+
+/* Whether no buffer argument of a launch (``items``, each a buffer of the pool at a buffer
+ * param) was released. */
+static int zyx_alive(const ZyxTracking *t, PyObject *const *items) {
+    for (Py_ssize_t k = 0; k < t->buffers; k++)
+        if (zyx_small_int(ZYX_SLOT(items[t->positions[k]], t->refcount_at)) <= 0)
+            return 0;
+    return 1;
 }
 
 /* The launch's buffers (``items`` are its arguments) and their records (NULL where

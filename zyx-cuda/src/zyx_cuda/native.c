@@ -270,9 +270,7 @@ typedef struct {
     PyObject *packed;   /* list: the argument objects the block holds */
     PyObject *grid;     /* list: work-groups per axis of the packed arguments */
     PyObject *failure;  /* failure(CUresult) -> the exception to raise */
-    PyObject *pool;     /* the device's pool: a buffer argument must be of it */
-    PyTypeObject *buffer_type;
-    Py_ssize_t pool_at, handle_at, refcount_at;
+    Py_ssize_t handle_at;
     Py_ssize_t params;
     void *context, *function, **kernel_params;
     unsigned block[3], shared;
@@ -284,8 +282,6 @@ static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
     Py_VISIT(self->packed);
     Py_VISIT(self->grid);
     Py_VISIT(self->failure);
-    Py_VISIT(self->pool);
-    Py_VISIT(self->buffer_type);
     return zyx_tracking_traverse(&self->tracking, visit, arg);
 }
 
@@ -294,8 +290,6 @@ static int launcher_clear(Launcher *self) {
     Py_CLEAR(self->packed);
     Py_CLEAR(self->grid);
     Py_CLEAR(self->failure);
-    Py_CLEAR(self->pool);
-    Py_CLEAR(self->buffer_type);
     zyx_tracking_clear(&self->tracking);
     return 0;
 }
@@ -334,19 +328,16 @@ static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     }
     ZyxTracking *t = &self->tracking;
     if (zyx_tracking_init(t, self->params, reads, writes, load, issued, reached, track,
-                          buffer_type, record_type, streams) ||
-        zyx_slot_offset(buffer_type, "pool", &self->pool_at) ||
-        zyx_slot_offset(buffer_type, "handle", &self->handle_at) ||
-        zyx_slot_offset(buffer_type, "refcount", &self->refcount_at))
+                          buffer_type, pool, record_type, streams) ||
+        zyx_slot_offset(buffer_type, "handle", &self->handle_at))
         return -1;
     self->context = (void *)(uintptr_t)context;
     self->function = (void *)(uintptr_t)function;
     self->kernel_params = (void **)(uintptr_t)kernel_params;
     self->shared = shared;
-    PyObject *held[] = {fallback, packed, grid, failure, pool, (PyObject *)buffer_type};
-    PyObject **fields[] = {&self->fallback, &self->packed, &self->grid,
-                           &self->failure,  &self->pool,   (PyObject **)&self->buffer_type};
-    for (int i = 0; i < 6; i++) {
+    PyObject *held[] = {fallback, packed, grid, failure};
+    PyObject **fields[] = {&self->fallback, &self->packed, &self->grid, &self->failure};
+    for (int i = 0; i < 4; i++) {
         Py_INCREF(held[i]);
         Py_XSETREF(*fields[i], held[i]);
     }
@@ -365,8 +356,7 @@ static int launchable(Launcher *self, PyObject *const *items, unsigned long long
         PyObject *arg = items[i];
         if (arg == PyList_GET_ITEM(self->packed, i))
             continue;
-        if (!self->tracking.is_buffer[i] || !PyObject_TypeCheck(arg, self->buffer_type) ||
-            ZYX_SLOT(arg, self->pool_at) != self->pool)
+        if (!self->tracking.is_buffer[i] || !zyx_of_pool(&self->tracking, arg))
             return 0;
         PyObject *handle = ZYX_SLOT(arg, self->handle_at);
         if (handle == NULL || !PyLong_CheckExact(handle))
@@ -378,11 +368,7 @@ static int launchable(Launcher *self, PyObject *const *items, unsigned long long
         }
         *changed = 1;
     }
-    ZyxTracking *t = &self->tracking;
-    for (Py_ssize_t k = 0; k < t->buffers; k++)
-        if (zyx_small_int(ZYX_SLOT(items[t->positions[k]], self->refcount_at)) <= 0)
-            return 0;
-    return 1;
+    return zyx_alive(&self->tracking, items);
 }
 
 /* Pack the buffers that changed, launch on ``queue`` and record it. */

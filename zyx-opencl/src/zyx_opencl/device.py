@@ -9,8 +9,9 @@ launch's arguments (``Program.specialize``) and appends it to the scheduler's wi
 ``enqueue``, when the window is enqueued, chooses its queue and waits, sets the kernel's
 arguments where they differ from the ones it last ran with, enqueues it without an event
 (``zyx_opencl.native``, else pyopencl) and records it by sequence number
-(``Scheduler.inline``). A Python call costs about a tenth of a launch's time on the host:
-each part is one.
+(``Scheduler.inline``). Where zyx-opencl's native module is built, both parts run in C
+for the launches that repeat the shape of an earlier one (``Scheduler.enqueuer``), and
+the generated functions take the rest.
 """
 
 from __future__ import annotations
@@ -133,10 +134,15 @@ class OpenCLProgram(Program):
         ])  # fmt: skip
         self.bound: tuple[Arg, ...] | None = None
         """The arguments the kernel holds, as set by the last ``bind``."""
-        self._static_work = None if self.symbolic else self._work(self.groups(()))
-        self.submit = self._specialize_submit()
+        self.fixed_work = None if self.symbolic else self._work(self.groups(()))
+        """The global work of every launch; ``None`` where it depends on a ``Variable``
+        (or where there is no work-group)."""
+        submit, enqueue = self._specialize_submit(), self._specialize_enqueue()
+        scheduler = self.device.scheduler
+        native = scheduler.enqueuer(self, submit, enqueue, self._failure) if launcher() else None
+        self.submit = native.submit if native else submit
         """``Device.launch`` of this program, its device already checked."""
-        self.enqueue = self._specialize_enqueue()
+        self.enqueue = native.enqueue if native else enqueue
         """The scheduler's ``Launchable.enqueue``."""
 
     @property
@@ -147,8 +153,7 @@ class OpenCLProgram(Program):
     def work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
         """Global work-items per axis for a launch of ``groups`` work-groups (``inspect``
         says how many); ``None`` when there is no work-group."""
-        static = self._static_work
-        return static if static is not None else self._work(groups)
+        return self.fixed_work if self.fixed_work is not None else self._work(groups)
 
     def _work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
         # ``inspect`` checked the counts against the device's limits.
@@ -163,8 +168,8 @@ class OpenCLProgram(Program):
         args = "".join(f"a{i}, " for i in range(len(self.param_kinds)))
         append, names = self.device.scheduler.appending(f"(program, ({args}), work)")
         names["program"] = self
-        if self._static_work is not None:
-            names["work"] = self._static_work
+        if self.fixed_work is not None:
+            names["work"] = self.fixed_work
             body = append
         elif self.symbolic:  # inspect checked that no count is negative
             lx, ly, lz = self.local_size
@@ -181,8 +186,7 @@ class OpenCLProgram(Program):
     def _specialize_enqueue(self) -> Callable[[tuple[Arg, ...], Work], int]:
         """The scheduler's ``Launchable.enqueue``, straight-line for this program's params:
         through zyx-opencl's native module where it is built, else through pyopencl (its
-        event dropped). Where the module is built, its ``Enqueuer`` goes in front
-        (``Scheduler.enqueuer``)."""
+        event dropped)."""
         count = len(self.param_kinds)
         scheduler, native = self.device.scheduler, launcher()
         lx, ly, lz = self.local_size
@@ -220,8 +224,7 @@ class OpenCLProgram(Program):
             },
             f"enqueue {self.name}",
         )
-        fast = None if native is None else scheduler.enqueuer(self, enqueued, self._failure)
-        return cast("Callable[[tuple[Arg, ...], Work], int]", fast or enqueued)
+        return cast("Callable[[tuple[Arg, ...], Work], int]", enqueued)
 
     def _failure(self, call: str, status: int) -> BackendError:
         return enqueue_failure(f"{call}({self.name})", status)

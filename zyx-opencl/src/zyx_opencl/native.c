@@ -93,15 +93,19 @@ static PyObject *enqueue(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return PyLong_FromLong(status);
 }
 
-/* ---- Enqueuer: a program's whole enqueue from the window, for the steady state --------
+/* ---- Enqueuer: a program's launches, for the steady state -----------------------------
  *
- * When the scheduler enqueues its window, each launch goes through its program's
- * generated Python ``enqueue`` (device.py): the tracker's queue choice and waits, the
- * window's gate, the kernel's arguments set where they changed, the enqueue, the record.
- * Most launches need no wait and find the kernel holding their arguments, or only other
- * buffers; ``Enqueuer.enqueue`` does those here with zyx's tracker.c, and hands anything
- * else (a wait, new scalars, the first launch of a queue behind a gate) to the Python
- * ``enqueue``. Nothing is changed before that choice is made.
+ * A launch passes through two generated Python functions of its program (device.py):
+ * ``submit`` checks its arguments and appends it to the scheduler's window; ``enqueue``,
+ * when the window is enqueued, does the tracker's queue choice and waits, the window's
+ * gate, the kernel's arguments set where they changed, the enqueue, the record.
+ * ``Enqueuer.submit`` appends here every launch whose arguments are plainly of their
+ * params' kinds (live buffers of the pool, exact ints or floats) and whose work is fixed;
+ * ``Enqueuer.enqueue`` enqueues here, with zyx's tracker.c, every launch that needs no
+ * wait and finds the kernel holding its arguments, or only other buffers. Anything else
+ * (a subclass, a released buffer, a wait, new scalars, the first launch of a queue behind
+ * a gate) goes to the Python function, which decides afresh: nothing is changed before
+ * that choice is made.
  */
 
 typedef struct {
@@ -112,10 +116,18 @@ typedef struct {
     PyObject *used;     /* list: the queues the window being enqueued used so far */
     PyObject *gate;     /* list: the window's gate, where it has one */
     PyObject *failure;  /* failure(status) -> the exception to raise */
-    Py_ssize_t params;
+    PyObject *submit;   /* the generated Python submit */
+    PyObject *batch;    /* list: the scheduler's window */
+    PyObject *flush;    /* the scheduler's flush: enqueues the window */
+    PyObject *work;     /* the global work of every launch, or None where it varies */
+    Py_ssize_t dim_param[3]; /* per axis: the Variable param its groups depend on, or -1 */
+    long dim[3], limit[3];   /* per axis: the groups or that param's divisor; the most groups */
+    Py_ssize_t params, window;
+    char takes_float[ZYX_MAX_PARAMS]; /* scalar params that take a float too */
     void *kernel;
     size_t local[3];
-    Py_ssize_t enqueued; /* launches enqueued here, not in the fallback */
+    Py_ssize_t appended; /* launches appended here, not in the Python submit */
+    Py_ssize_t enqueued; /* launches enqueued here, not in the Python enqueue */
 } Enqueuer;
 
 static PyObject *bound_name, *handle_name, *int_ptr_name;
@@ -126,6 +138,10 @@ static int enqueuer_traverse(Enqueuer *self, visitproc visit, void *arg) {
     Py_VISIT(self->used);
     Py_VISIT(self->gate);
     Py_VISIT(self->failure);
+    Py_VISIT(self->submit);
+    Py_VISIT(self->batch);
+    Py_VISIT(self->flush);
+    Py_VISIT(self->work);
     return zyx_tracking_traverse(&self->tracking, visit, arg);
 }
 
@@ -135,6 +151,10 @@ static int enqueuer_clear(Enqueuer *self) {
     Py_CLEAR(self->used);
     Py_CLEAR(self->gate);
     Py_CLEAR(self->failure);
+    Py_CLEAR(self->submit);
+    Py_CLEAR(self->batch);
+    Py_CLEAR(self->flush);
+    Py_CLEAR(self->work);
     zyx_tracking_clear(&self->tracking);
     return 0;
 }
@@ -146,20 +166,68 @@ static void enqueuer_dealloc(Enqueuer *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The scalar params (not in ``t``'s buffer params) of ``floats``, a tuple of positions,
+ * marked as taking floats too. */
+static int float_params(Enqueuer *self, PyObject *floats) {
+    memset(self->takes_float, 0, sizeof(self->takes_float));
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(floats); i++) {
+        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(floats, i));
+        if (at == -1 && PyErr_Occurred())
+            return -1;
+        if (at < 0 || at >= self->params || self->tracking.is_buffer[at]) {
+            PyErr_Format(PyExc_ValueError, "Enqueuer: %zd is not a scalar param", at);
+            return -1;
+        }
+        self->takes_float[at] = 1;
+    }
+    return 0;
+}
+
+/* The work-groups per axis, from ``grid``: per axis an int, or (param, div) for
+ * ceil(args[param] / div) (``SymDim``); with at most ``limits`` groups. */
+static int grid_of(Enqueuer *self, PyObject *grid, PyObject *limits) {
+    if (!PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) != 3 || !PyTuple_Check(limits) ||
+        PyTuple_GET_SIZE(limits) != 3) {
+        PyErr_SetString(PyExc_ValueError, "Enqueuer: grid and limits of 3 axes");
+        return -1;
+    }
+    for (int axis = 0; axis < 3; axis++) {
+        PyObject *d = PyTuple_GET_ITEM(grid, axis);
+        self->dim_param[axis] = -1;
+        if (PyTuple_Check(d) &&
+            !PyArg_ParseTuple(d, "nl", &self->dim_param[axis], &self->dim[axis]))
+            return -1;
+        if (!PyTuple_Check(d))
+            self->dim[axis] = PyLong_AsLong(d);
+        self->limit[axis] = PyLong_AsLong(PyTuple_GET_ITEM(limits, axis));
+        if (PyErr_Occurred())
+            return -1;
+        Py_ssize_t at = self->dim_param[axis];
+        if (at >= self->params || (at >= 0 && (self->tracking.is_buffer[at] || self->dim[axis] < 1))) {
+            PyErr_SetString(PyExc_ValueError, "Enqueuer: a grid axis of no Variable param");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Enqueuer(fallback, program, params, reads, writes, load, issued, reached, track,
- *          buffer_type, record_type, used, gate, queues, kernel, local, failure) */
+ *          buffer_type, pool, record_type, used, gate, queues, kernel, local, failure,
+ *          (submit, batch, window, flush, grid, limits, work, floats)) */
 static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
     PyObject *fallback, *program, *reads, *writes, *load, *issued, *reached, *track;
-    PyObject *used, *gate;
-    PyObject *queues, *failure;
+    PyObject *pool, *used, *gate;
+    PyObject *queues, *failure, *submit, *batch, *flush, *grid, *limits, *work, *floats;
     PyTypeObject *buffer_type, *record_type;
     Py_ssize_t params;
     unsigned long long kernel;
-    if (!PyArg_ParseTuple(args, "OOnOOOOOOO!O!O!O!O!K(nnn)O", &fallback, &program, &params,
-                          &reads, &writes, &load, &issued, &reached, &track, &PyType_Type,
-                          &buffer_type, &PyType_Type, &record_type, &PyList_Type, &used, &PyList_Type, &gate,
-                          &PyTuple_Type, &queues, &kernel, &self->local[0], &self->local[1],
-                          &self->local[2], &failure))
+    if (!PyArg_ParseTuple(args, "OOnOOOOOOO!OO!O!O!O!K(nnn)O(OO!nOOOOO!)", &fallback, &program,
+                          &params, &reads, &writes, &load, &issued, &reached, &track,
+                          &PyType_Type, &buffer_type, &pool, &PyType_Type, &record_type,
+                          &PyList_Type, &used, &PyList_Type, &gate, &PyTuple_Type, &queues,
+                          &kernel, &self->local[0], &self->local[1], &self->local[2], &failure,
+                          &submit, &PyList_Type, &batch, &self->window, &flush, &grid,
+                          &limits, &work, &PyTuple_Type, &floats))
         return -1;
     if (enqueue_kernel == NULL || set_kernel_arg == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Enqueuer before bind");
@@ -167,18 +235,25 @@ static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
     }
     ZyxTracking *t = &self->tracking;
     if (zyx_tracking_init(t, params, reads, writes, load, issued, reached, track, buffer_type,
-                          record_type, queues))
+                          pool, record_type, queues))
         return -1;
     if (PyList_GET_SIZE(used) != t->queues) {
         PyErr_SetString(PyExc_ValueError, "Enqueuer: one used flag per queue");
         return -1;
     }
+    if (work != Py_None && (!PyTuple_CheckExact(work) || PyTuple_GET_SIZE(work) != 3)) {
+        PyErr_SetString(PyExc_ValueError, "Enqueuer: work is None or a tuple of 3 ints");
+        return -1;
+    }
     self->params = params;
+    if (float_params(self, floats) || grid_of(self, grid, limits))
+        return -1;
     self->kernel = (void *)(uintptr_t)kernel;
-    PyObject *held[] = {fallback, program, used, gate, failure};
+    PyObject *held[] = {fallback, program, used, gate, failure, submit, batch, flush, work};
     PyObject **fields[] = {&self->fallback, &self->program, &self->used, &self->gate,
-                           &self->failure};
-    for (int i = 0; i < 5; i++) {
+                           &self->failure,  &self->submit,  &self->batch, &self->flush,
+                           &self->work};
+    for (int i = 0; i < 9; i++) {
         Py_INCREF(held[i]);
         Py_XSETREF(*fields[i], held[i]);
     }
@@ -301,13 +376,76 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
     return done;
 }
 
+/* Whether every argument is plainly of its param's kind: a buffer of the pool not
+ * released, or an exact int (or float, where the param takes one). */
+static int plain(Enqueuer *self, PyObject *const *items) {
+    for (Py_ssize_t i = 0; i < self->params; i++) {
+        PyObject *arg = items[i];
+        int fits = self->tracking.is_buffer[i]
+                       ? zyx_of_pool(&self->tracking, arg)
+                       : PyLong_CheckExact(arg) || (self->takes_float[i] && PyFloat_CheckExact(arg));
+        if (!fits)
+            return 0;
+    }
+    return zyx_alive(&self->tracking, items);
+}
+
+/* The launch's global work: the fixed one, else a new tuple from its arguments; NULL
+ * (no exception) where it has no work-group or too many, or an argument is unusual. */
+static PyObject *work_of(Enqueuer *self, PyObject *const *items) {
+    if (self->work != Py_None)
+        return Py_NewRef(self->work);
+    size_t work[3];
+    for (int axis = 0; axis < 3; axis++) {
+        long groups = self->dim[axis];
+        if (self->dim_param[axis] >= 0) {
+            long value = zyx_small_int(items[self->dim_param[axis]]);
+            if (value < 0)
+                return NULL;
+            groups = value / self->dim[axis] + (value % self->dim[axis] != 0);
+        }
+        if (groups < 1 || groups > self->limit[axis])
+            return NULL;
+        work[axis] = (size_t)groups * self->local[axis];
+    }
+    return Py_BuildValue("(nnn)", (Py_ssize_t)work[0], (Py_ssize_t)work[1], (Py_ssize_t)work[2]);
+}
+
+/* submit(args): Device.launch of the program, its device checked: the launch appended to
+ * the window as ``(program, args, work)``, the window enqueued once full */
+static PyObject *enqueuer_submit(Enqueuer *self, PyObject *args) {
+    if ((!PyList_CheckExact(args) && !PyTuple_CheckExact(args)) ||
+        PySequence_Fast_GET_SIZE(args) != self->params ||
+        !plain(self, PySequence_Fast_ITEMS(args)))
+        return PyObject_CallOneArg(self->submit, args);
+    PyObject *work = work_of(self, PySequence_Fast_ITEMS(args));
+    if (work == NULL)
+        return PyErr_Occurred() ? NULL : PyObject_CallOneArg(self->submit, args);
+    PyObject *held = PyTuple_CheckExact(args) ? Py_NewRef(args) : PyList_AsTuple(args);
+    PyObject *entry = held ? PyTuple_Pack(3, self->program, held, work) : NULL;
+    Py_XDECREF(held);
+    Py_DECREF(work);
+    int failed = entry == NULL || PyList_Append(self->batch, entry);
+    Py_XDECREF(entry);
+    if (failed)
+        return NULL;
+    self->appended++;
+    if (PyList_GET_SIZE(self->batch) >= self->window)
+        return PyObject_CallNoArgs(self->flush);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef enqueuer_methods[] = {
+    {"submit", (PyCFunction)enqueuer_submit, METH_O,
+     "submit(args): Device.launch of the program, in C where its arguments are plain"},
     {"enqueue", (PyCFunction)(void (*)(void))enqueuer_enqueue, METH_FASTCALL,
      "enqueue(args, work) -> queue: in C where it repeats an earlier launch"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMemberDef enqueuer_members[] = {
+    {"appended", T_PYSSIZET, offsetof(Enqueuer, appended), READONLY,
+     "launches appended to the window in C (the rest went to the Python submit)"},
     {"enqueued", T_PYSSIZET, offsetof(Enqueuer, enqueued), READONLY,
      "launches enqueued in C (the rest went to the Python enqueue)"},
     {NULL, 0, 0, 0, NULL},
@@ -317,7 +455,7 @@ static PyTypeObject EnqueuerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_zyx_opencl_native.Enqueuer",
     .tp_basicsize = sizeof(Enqueuer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A program's enqueue: its steady state in C, the rest in its Python enqueue.",
+    .tp_doc = "A program's submit and enqueue: their steady state in C, the rest in Python.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)enqueuer_init,
     .tp_dealloc = (destructor)enqueuer_dealloc,

@@ -2,10 +2,10 @@
 
 ``enqueue`` calls ``clEnqueueNDRangeKernel`` with plain ints and no event out; pyopencl's
 binding always creates one (about 1.8 µs of host time per launch on NVIDIA's OpenCL, 0.3-0.8
-on PoCL). ``Enqueuer`` runs a program's whole enqueue from the window in C when it repeats
-an earlier one (``zyx_opencl.scheduler``). The entry points are taken from the ICD loader
-pyopencl itself loaded (its wheel bundles one), else the system's; the loader dispatches
-through the queue's own driver.
+on PoCL). ``Enqueuer`` runs a program's submit and enqueue in C where a launch repeats the
+shape of an earlier one (``zyx_opencl.scheduler``). The entry points are taken from the ICD
+loader pyopencl itself loaded (its wheel bundles one), else the system's; the loader
+dispatches through the queue's own driver.
 Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``) zyx-opencl enqueues
 through pyopencl and drops the event: the same results, slower.
 """

@@ -48,8 +48,9 @@ from typing import Any, Protocol, cast
 import pyopencl as cl
 
 from zyx.backend import Arg, Buffer
+from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus
-from zyx.ir import ParamKind
+from zyx.ir import Dim, ParamKind, SymDim
 from zyx.native import tracked_params
 from zyx.streams import Access, Action, Sequencer
 from zyx_opencl.native import steady
@@ -96,6 +97,14 @@ class Launchable(Protocol):
     kernel: cl.Kernel
     local_size: Work
     param_kinds: tuple[ParamKind, ...]
+    param_dtypes: tuple[DType, ...]
+    global_size: tuple[Dim, Dim, Dim]
+    """Work-groups per axis (``zyx.backend.Program``)."""
+    fixed_work: Work | None
+    """The global work of every launch; ``None`` where it depends on the arguments."""
+    device: Any
+    """Its device: the ``pool`` that holds the buffers it takes, the ``info`` that limits
+    its work-groups."""
     bound: tuple[Arg, ...] | None
     """The arguments the kernel holds; ``bind`` sets them."""
 
@@ -105,6 +114,15 @@ class Launchable(Protocol):
         """Enqueue a launch with its waits on the queue it chooses (the lines of
         ``Scheduler.inline``) and record it; return the queue."""
         ...
+
+
+class NativeLaunches(Protocol):
+    """A program's launch path in C (zyx-opencl's native ``Enqueuer``): ``submit`` for
+    ``OpenCLProgram.submit``, ``enqueue`` for ``Launchable.enqueue``."""
+
+    def submit(self, args: Sequence[Arg]) -> None: ...
+
+    def enqueue(self, args: tuple[Arg, ...], work: Work) -> int: ...
 
 
 Entry = tuple[Launchable | None, Any, Work]
@@ -185,26 +203,38 @@ class Scheduler(Sequencer[cl.Event]):
     def enqueuer(
         self,
         program: Launchable,
-        fallback: Callable[[tuple[Arg, ...], Work], int],
+        submit: Callable[[Sequence[Arg]], None],
+        enqueue: Callable[[tuple[Arg, ...], Work], int],
         failure: Callable[[str, int], BackendError],
-    ) -> Callable[[tuple[Arg, ...], Work], int] | None:
-        """``program``'s enqueue through zyx-opencl's native ``Enqueuer``: a launch that
-        needs no wait, and finds the kernel holding its arguments or only other buffers,
-        is enqueued and recorded in C; every other goes to ``fallback`` (the generated
-        ``enqueue``). ``failure(call, status)`` makes the error of a failed call. ``None``
-        without the native module, or where the layout does not fit it."""
+    ) -> NativeLaunches | None:
+        """``program``'s launches through zyx-opencl's native ``Enqueuer``: its ``submit``
+        appends a launch whose arguments are plainly of their params' kinds and whose work
+        is fixed, and hands every other to ``submit`` (the generated one); its ``enqueue``
+        enqueues and records a launch that needs no wait and finds the kernel holding its
+        arguments or only other buffers, and hands every other to ``enqueue``.
+        ``failure(call, status)`` makes the error of a failed call. ``None`` without the
+        native module, or where the layout does not fit it."""
         enqueuer_type = steady()
         tracked = tracked_params(program.param_kinds)
         if enqueuer_type is None or tracked is None:
             return None
         reads, writes = tracked
+        floats = tuple(
+            i
+            for i, (kind, dtype) in enumerate(zip(program.param_kinds, program.param_dtypes))
+            if kind is ParamKind.VARIABLE and dtype.is_float
+        )
+        grid = tuple((d.param, d.div) if isinstance(d, SymDim) else d for d in program.global_size)
+        limits = program.device.info.max_global_work_dims
+        window = (submit, self._batch, self.window, self.flush)
         native = enqueuer_type(
-            fallback, program, len(program.param_kinds), reads, writes, self.tracker.load,
-            self.issued, self.reached, self.tracker.track, Buffer, Access, self._used, self._gate,
-            tuple(queue.int_ptr for queue in self.queues), program.kernel.int_ptr,
-            program.local_size, failure,
+            enqueue, program, len(program.param_kinds), reads, writes, self.tracker.load,
+            self.issued, self.reached, self.tracker.track, Buffer, program.device.pool, Access,
+            self._used, self._gate, tuple(queue.int_ptr for queue in self.queues),
+            program.kernel.int_ptr, program.local_size, failure,
+            (*window, grid, limits, program.fixed_work, floats),
         )  # fmt: skip
-        return cast("Callable[[tuple[Arg, ...], Work], int]", native.enqueue)
+        return cast(NativeLaunches, native)
 
     def submit(self, command: Command) -> None:
         """Add ``command`` to the window; enqueue the window once it is full."""
