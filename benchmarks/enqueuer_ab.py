@@ -4,9 +4,9 @@
 
 ``opencl_bench.py``'s throughput case (``c = a + b`` over 16,384 f32 into 64 rotating
 outputs, launched and synchronized), with 8 queues and with 1, for a device whose programs
-enqueue through the native ``Enqueuer`` and for one whose programs use only the generated
-Python ``enqueue``; three rounds, alternating, so a slow spell of a shared machine hits
-both alike.
+submit and enqueue through the native ``Enqueuer`` and for one whose programs use only the
+generated Python ``submit`` and ``enqueue``; three rounds, alternating, so a slow spell of
+a shared machine hits both alike.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main() -> None:
     index = next(i for i, p in enumerate(cl.get_platforms()) if platform in p.name)
     print("| round | launch path | queues | kernels/s |\n|---:|---|---:|---:|")
     for round_ in range(3):
-        for label, enqueuer in (("native Enqueuer", steady), ("Python enqueue", lambda: None)):
+        for label, enqueuer in (("native Enqueuer", steady), ("generated Python", lambda: None)):
             for queues in (8, 1):
                 with mock.patch("zyx_opencl.scheduler.steady", enqueuer):
                     section = OpenCLSection(platform_ids=[index], queues=queues)

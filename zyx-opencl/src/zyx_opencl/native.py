@@ -39,8 +39,8 @@ def launcher() -> Callable[..., int] | None:
 
 @cache
 def steady() -> type | None:
-    """The module's ``Enqueuer`` (a program's enqueue, in C where it repeats an earlier
-    one), bound as ``launcher`` binds it; or ``None``."""
+    """The module's ``Enqueuer`` (a program's submit and enqueue, in C where a launch
+    repeats the shape of an earlier one), bound as ``launcher`` binds it; or ``None``."""
     module = native()
     return None if module is None else cast(type, module.Enqueuer)
 
