@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the lent H200 proves, in one call (carry .whl): zyx-cuda's and zyx-opencl's
 # tests, the conformance suite on cuda, NVIDIA OpenCL and host, `zyx check` on every
-# device, and both benchmarks. Run from the repository root on the device machine.
+# device, both benchmarks, and NVIDIA OpenCL's launch schedules in a C loop. Run from the
+# repository root on the device machine.
 # Logs go into $OUT/gpu-logs.tar.gz, benchmark results to $OUT/*_bench.{md,json}.
 # ONLY=cuda skips the OpenCL steps.
 # A warm machine may hold zyx packages an earlier run installed; pip --target keeps them.
@@ -26,4 +27,5 @@ step host-conformance 120 python3 -m pytest --pyargs zyx.testing --zyx-backend h
 step check 120 python3 -m zyx check
 step cuda-bench 150 python3 benchmarks/cuda_bench.py
 [ "$ONLY" = cuda ] || step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
+[ "$ONLY" = cuda ] || step opencl-c-loop 120 python3 benchmarks/opencl_c_loop.py --platform NVIDIA --repeats 9
 tar -czf "$OUT/gpu-logs.tar.gz" -C "$logs" .
