@@ -3,7 +3,8 @@
 Commands (launches and copies) collect in a window that is enqueued when it holds
 ``window`` commands, or at a sync point: a read, ``launch_timed``, ``synchronize``, an
 allocation that needs memory still being freed. A launch waits there as a plain tuple, put
-there and later enqueued by code generated for its program (``inline``, ``appending``):
+there and later enqueued by code generated for its program (``inline``, ``appending``),
+or in C by the program's native ``Enqueuer`` where the launch is a plain one (``enqueuer``):
 an object and a handful of Python calls per launch cost more than the rest of its
 bookkeeping. Every other command is a ``Command``. Enqueuing a window:
 
