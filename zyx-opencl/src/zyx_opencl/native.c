@@ -100,11 +100,12 @@ static PyObject *enqueue(PyObject *self, PyObject *const *args, Py_ssize_t nargs
  * when the window is enqueued, does the tracker's queue choice and waits, the window's
  * gate, the kernel's arguments set where they changed, the enqueue, the record.
  * ``Enqueuer.submit`` appends here every launch whose arguments are plainly of their
- * params' kinds (live buffers of the pool, exact ints or floats) and whose work is fixed;
+ * params' kinds (live buffers of the pool, exact ints or floats), its work-groups within
+ * the device's limits;
  * ``Enqueuer.enqueue`` enqueues here, with zyx's tracker.c, every launch that needs no
- * wait and finds the kernel holding its arguments, or only other buffers. Anything else
- * (a subclass, a released buffer, a wait, new scalars, the first launch of a queue behind
- * a gate) goes to the Python function, which decides afresh: nothing is changed before
+ * wait but the window's gate and finds the kernel holding its arguments, or only other
+ * buffers. Anything else (a subclass, a released buffer, a wait on another queue, new
+ * scalars) goes to the Python function, which decides afresh: nothing is changed before
  * that choice is made.
  */
 
@@ -301,10 +302,12 @@ static PyObject *raise_failure(Enqueuer *self, const char *call, int32_t status)
     return NULL;
 }
 
-/* Set the buffers that changed, enqueue on ``queue`` and record it. */
+/* Set the buffers that changed, enqueue on ``queue`` (after ``gate``, where not NULL) and
+ * record it. */
 static PyObject *enqueue_and_commit(Enqueuer *self, PyObject *args, PyObject *bound,
                                     void **mems, int changed, PyObject **bufs,
-                                    PyObject **records, long queue, const size_t *global) {
+                                    PyObject **records, long queue, const size_t *global,
+                                    void *gate) {
     PyObject *const *items = PySequence_Fast_ITEMS(args);
     if (changed) {
         /* As OpenCLProgram.bind: nothing is assumed bound until every argument is set. */
@@ -325,7 +328,7 @@ static PyObject *enqueue_and_commit(Enqueuer *self, PyObject *args, PyObject *bo
     int32_t status;
     Py_BEGIN_ALLOW_THREADS
     status = enqueue_kernel(self->tracking.handles[queue], self->kernel, 3, NULL, global,
-                            self->local, 0, NULL, NULL);
+                            self->local, gate != NULL, gate != NULL ? &gate : NULL, NULL);
     Py_END_ALLOW_THREADS
     if (status)
         return raise_failure(self, "clEnqueueNDRangeKernel", status);
@@ -333,6 +336,22 @@ static PyObject *enqueue_and_commit(Enqueuer *self, PyObject *args, PyObject *bo
         return NULL;
     self->enqueued++;
     return PyLong_FromLong(queue);
+}
+
+/* The ``cl_event`` a launch on ``queue`` waits for: the window's gate where it is the
+ * queue's first launch of a gated window, else NULL; 0, or -1 where the gate's address
+ * cannot be read (no exception). */
+static int gate_of(Enqueuer *self, long queue, void **gate) {
+    *gate = NULL;
+    if (PyList_GET_ITEM(self->used, queue) == Py_True || PyList_GET_SIZE(self->gate) == 0)
+        return 0;
+    PyObject *address = PyObject_GetAttr(PyList_GET_ITEM(self->gate, 0), int_ptr_name);
+    *gate = address ? PyLong_AsVoidPtr(address) : NULL;
+    Py_XDECREF(address);
+    if (*gate != NULL)
+        return 0;
+    PyErr_Clear();
+    return -1;
 }
 
 /* enqueue(args, work) -> queue: Launchable.enqueue of the program; raises its failure */
@@ -352,23 +371,23 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
             return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
         global[i] = (size_t)size;
     }
-    /* The first launch of a queue in a gated window waits for the gate: Python's case. */
     ZyxTracking *t = &self->tracking;
     PyObject *bufs[ZYX_MAX_BUFFERS], *records[ZYX_MAX_BUFFERS];
     if (zyx_tracking_hold(t, PySequence_Fast_ITEMS(args), bufs, records))
         return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
     long queue = zyx_tracking_choose(t, records);
     PyObject *bound = NULL, *done = NULL;
-    void *mems[ZYX_MAX_PARAMS];
+    void *mems[ZYX_MAX_PARAMS], *gate = NULL;
     int changed = 0, ready = !zyx_tracking_hazard(t, records, queue);
-    if (ready && PyList_GET_ITEM(self->used, queue) != Py_True && PyList_GET_SIZE(self->gate))
+    if (ready && gate_of(self, queue, &gate))
         ready = 0;
     if (ready) {
         bound = PyObject_GetAttr(self->program, bound_name);
         ready = bound ? bindable(self, PySequence_Fast_ITEMS(args), bound, mems, &changed) : -1;
     }
     if (ready > 0)
-        done = enqueue_and_commit(self, args, bound, mems, changed, bufs, records, queue, global);
+        done = enqueue_and_commit(self, args, bound, mems, changed, bufs, records, queue,
+                                  global, gate);
     else if (ready == 0)
         done = PyObject_Vectorcall(self->fallback, argv, 2, NULL);
     Py_XDECREF(bound);
