@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +18,7 @@ from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage
 from zyx_opencl.device import OpenCLDevice
-from zyx_opencl.native import launcher
+from zyx_opencl.native import launcher, window_loop
 from zyx_opencl.pool import Copy
 
 pytestmark = pytest.mark.opencl
@@ -170,9 +171,13 @@ def mismatches(got: list[Array], want: list[Array]) -> int:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_fuzz_eight_queues_match_one_queue_and_numpy(
-    device: OpenCLDevice, seed: int, monkeypatch: pytest.MonkeyPatch
+    device: OpenCLDevice,
+    seed: int,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Through zyx-opencl's native Enqueuer (where it is built) and through pyopencl's
+    """Through zyx-opencl's native Enqueuer and window loop (where they are built), through
+    the Python window loop (taken while launches are logged), and through pyopencl's
     enqueue, the path taken where the native module is not built."""
     index = device.index
     nbuf = 12
@@ -190,6 +195,9 @@ def test_fuzz_eight_queues_match_one_queue_and_numpy(
     with monkeypatch.context() as patch:
         patch.setattr("zyx_opencl.device.launcher", lambda: None)
         through_pyopencl = replay(steps, OnDevice(open_all(queues=8)[index], initial))
+    with caplog.at_level(logging.DEBUG, logger="zyx.launch"):
+        logged = replay(steps, OnDevice(open_all(queues=8)[index], initial))
+    assert "on queue" in caplog.text
     assert mismatches(one, want) == 0
     assert mismatches(eight, one) == 0
     if launcher() is not None:  # the native Enqueuer took a good share of the launches
@@ -202,6 +210,45 @@ def test_fuzz_eight_queues_match_one_queue_and_numpy(
     assert mismatches(small_window, one) == 0
     assert mismatches(other_gate, one) == 0
     assert mismatches(through_pyopencl, one) == 0
+    assert mismatches(logged, one) == 0
+
+
+class Enqueues:
+    """A stand-in program for the window loop: records its launches, raises ``error``."""
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self.error = error
+        self.launched: list[object] = []
+
+    def enqueue(self, args: tuple[object, ...], work: object) -> int:
+        self.launched.append(args)
+        if self.error is not None:
+            raise self.error
+        return 0
+
+
+def test_the_native_window_loop_keeps_enqueue_errors_and_raises_others() -> None:
+    loop = window_loop()
+    if loop is None:
+        pytest.skip("zyx-opencl's native module did not build")
+    kept: list[BaseException] = []
+
+    def failed(error: BaseException) -> None:
+        if not isinstance(error, BackendError):
+            raise error
+        kept.append(error)
+
+    good, refused = Enqueues(), Enqueues(BackendError(ErrorStatus.KERNEL_SYNC, "refused"))
+    commands: list[object] = []
+    work = (1, 1, 1)
+    batch = [(good, (1,), work), (refused, (2,), work), (None, "copy", work), (good, (3,), work)]
+    loop(batch, lambda command: commands.append(command) or 0, failed)
+    assert good.launched == [(1,), (3,)] and refused.launched == [(2,)]
+    assert commands == ["copy"] and kept == [refused.error]
+    broken = Enqueues(ValueError("a bug, not a failed enqueue"))
+    with pytest.raises(ValueError, match="a bug"):
+        loop([(broken, (4,), work), (good, (5,), work)], commands.append, failed)
+    assert good.launched == [(1,), (3,)], "the loop stopped at the error it could not keep"
 
 
 def busy_kernel() -> Kernel:

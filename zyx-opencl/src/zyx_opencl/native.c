@@ -131,7 +131,7 @@ typedef struct {
     Py_ssize_t enqueued; /* launches enqueued here, not in the Python enqueue */
 } Enqueuer;
 
-static PyObject *bound_name, *handle_name, *int_ptr_name;
+static PyObject *bound_name, *handle_name, *int_ptr_name, *enqueue_name;
 
 static int enqueuer_traverse(Enqueuer *self, visitproc visit, void *arg) {
     Py_VISIT(self->fallback);
@@ -481,11 +481,70 @@ static PyTypeObject EnqueuerType = {
     .tp_members = enqueuer_members,
 };
 
+/* One launch of a window: its program's ``enqueue(args, work)``, called here where it is
+ * an Enqueuer's. */
+static PyObject *enqueue_launch(PyObject *program, PyObject *const *args) {
+    PyObject *enqueue = PyObject_GetAttr(program, enqueue_name);
+    if (enqueue == NULL)
+        return NULL;
+    PyObject *self = PyCFunction_Check(enqueue) ? PyCFunction_GET_SELF(enqueue) : NULL;
+    PyObject *queue = self != NULL && Py_IS_TYPE(self, &EnqueuerType)
+                          ? enqueuer_enqueue((Enqueuer *)self, args, 2)
+                          : PyObject_Vectorcall(enqueue, args, 2, NULL);
+    Py_DECREF(enqueue);
+    return queue;
+}
+
+/* Hand the error being raised to ``failed(error)``, which keeps it or raises it; 0, or -1
+ * with ``failed``'s exception. */
+static int hand_over(PyObject *failed) {
+    PyObject *kind, *error, *traceback;
+    PyErr_Fetch(&kind, &error, &traceback); /* PyErr_GetRaisedException from 3.12 */
+    PyErr_NormalizeException(&kind, &error, &traceback);
+    if (traceback != NULL)
+        PyException_SetTraceback(error, traceback);
+    PyObject *kept = PyObject_CallOneArg(failed, error);
+    Py_XDECREF(kind);
+    Py_XDECREF(error);
+    Py_XDECREF(traceback);
+    Py_XDECREF(kept);
+    return kept == NULL ? -1 : 0;
+}
+
+/* enqueue_window(batch, command, failed): the scheduler's loop over a window
+ * (``Scheduler._enqueue_entries`` without its launch log): each launch of ``batch``
+ * through its program's ``enqueue``, each other command through ``command(command)``;
+ * the error of either goes to ``failed(error)`` */
+static PyObject *enqueue_window(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyList_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "enqueue_window(batch: list, command, failed)");
+        return NULL;
+    }
+    PyObject *batch = args[0], *command = args[1], *failed = args[2];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(batch); i++) {
+        PyObject *entry = PyList_GET_ITEM(batch, i);
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
+            PyErr_SetString(PyExc_TypeError, "enqueue_window: an entry is not a 3-tuple");
+            return NULL;
+        }
+        PyObject *program = PyTuple_GET_ITEM(entry, 0);
+        PyObject *queue = program == Py_None
+                              ? PyObject_CallOneArg(command, PyTuple_GET_ITEM(entry, 1))
+                              : enqueue_launch(program, &PyTuple_GET_ITEM(entry, 1));
+        if (queue == NULL && hand_over(failed))
+            return NULL;
+        Py_XDECREF(queue);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(enqueue, set_arg): the loader's clEnqueueNDRangeKernel and clSetKernelArg"},
     {"enqueue", (PyCFunction)(void (*)(void))enqueue, METH_FASTCALL,
      "enqueue(queue, kernel, gx, gy, gz, lx, ly, lz, waits) -> cl_int"},
+    {"enqueue_window", (PyCFunction)(void (*)(void))enqueue_window, METH_FASTCALL,
+     "enqueue_window(batch, command, failed): each command of a window enqueued"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -496,7 +555,9 @@ PyMODINIT_FUNC PyInit__zyx_opencl_native(void) {
     bound_name = PyUnicode_InternFromString("bound");
     handle_name = PyUnicode_InternFromString("handle");
     int_ptr_name = PyUnicode_InternFromString("int_ptr");
-    if (!bound_name || !handle_name || !int_ptr_name || PyType_Ready(&EnqueuerType) < 0)
+    enqueue_name = PyUnicode_InternFromString("enqueue");
+    if (!bound_name || !handle_name || !int_ptr_name || !enqueue_name ||
+        PyType_Ready(&EnqueuerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

@@ -3,9 +3,10 @@
 ``enqueue`` calls ``clEnqueueNDRangeKernel`` with plain ints and no event out; pyopencl's
 binding always creates one (about 1.8 µs of host time per launch on NVIDIA's OpenCL, 0.3-0.8
 on PoCL). ``Enqueuer`` runs a program's submit and enqueue in C where a launch repeats the
-shape of an earlier one (``zyx_opencl.scheduler``). The entry points are taken from the ICD
-loader pyopencl itself loaded (its wheel bundles one), else the system's; the loader
-dispatches through the queue's own driver.
+shape of an earlier one, and ``enqueue_window`` the scheduler's loop over its window
+(``zyx_opencl.scheduler``). The entry points are taken from the ICD loader pyopencl
+itself loaded (its wheel bundles one), else the system's; the loader dispatches through
+the queue's own driver.
 Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``) zyx-opencl enqueues
 through pyopencl and drops the event: the same results, slower.
 """
@@ -43,6 +44,13 @@ def steady() -> type | None:
     repeats the shape of an earlier one), bound as ``launcher`` binds it; or ``None``."""
     module = native()
     return None if module is None else cast(type, module.Enqueuer)
+
+
+@cache
+def window_loop() -> Callable[..., None] | None:
+    """The module's ``enqueue_window`` (a scheduler's loop over its window), or ``None``."""
+    module = native()
+    return None if module is None else cast("Callable[..., None]", module.enqueue_window)
 
 
 @cache

@@ -54,7 +54,7 @@ from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Dim, ParamKind, SymDim
 from zyx.native import tracked_params
 from zyx.streams import Access, Action, Sequencer
-from zyx_opencl.native import steady
+from zyx_opencl.native import steady, window_loop
 
 Work = tuple[int, int, int]
 
@@ -158,6 +158,8 @@ class Scheduler(Sequencer[cl.Event]):
         self._gate: list[cl.UserEvent] = []
         """The gate of the window being enqueued, if it has one, as a wait list."""
         self._error: BackendError | None = None
+        self._window_loop = window_loop()
+        """``_enqueue_entries``'s loop in C (zyx-opencl's native module), or ``None``."""
 
     # ---- submitting ---------------------------------------------------------------------
 
@@ -348,24 +350,34 @@ class Scheduler(Sequencer[cl.Event]):
 
     def _enqueue_entries(self, batch: list[Entry]) -> None:
         log = _launch_log.isEnabledFor(logging.DEBUG)
-        for program, payload, work in batch:
-            if program is None:
-                queue = self._enqueue(payload, raising=False)
-                if queue < 0:
-                    continue
-            else:
+        if self._window_loop is not None and not log:
+            self._window_loop(batch, self._enqueue_command, self._failed)
+        else:
+            for program, payload, work in batch:
                 try:
-                    queue = program.enqueue(payload, work)
-                except cl.Error as error:
-                    self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
+                    if program is None:
+                        queue = self._enqueue_command(payload)
+                    else:
+                        queue = program.enqueue(payload, work)
+                except (cl.Error, BackendError) as error:
+                    self._failed(error)
                     continue
-                except BackendError as error:
-                    self._fail(error)
-                    continue
-            if log:
-                _launch_log.debug("%s on queue %d", _describe(program, payload, work), queue)
+                if log and queue >= 0:
+                    _launch_log.debug("%s on queue %d", _describe(program, payload, work), queue)
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("window of %d commands on queues %s", len(batch), self.tracker.load)
+
+    def _enqueue_command(self, command: Command) -> int:
+        return self._enqueue(command, raising=False)
+
+    def _failed(self, error: BaseException) -> None:
+        """Keep the error of an enqueue in the window; raise any other."""
+        if isinstance(error, cl.Error):
+            self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
+        elif isinstance(error, BackendError):
+            self._fail(error)
+        else:
+            raise error
 
     def _enqueue(self, command: Command, *, raising: bool) -> int:
         """Enqueue ``command`` with its waits on its queue; return the queue, or -1 where the
