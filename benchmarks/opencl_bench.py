@@ -11,7 +11,11 @@ the current folder) and prints the markdown.
    the same OpenCL C source built with the same options and enqueued by raw pyopencl.
    Both timed by OpenCL event profiling of one launch; TB/s counts bytes read + written.
 2. Host overhead of one launch of an empty kernel: the host time of a burst of
-   ``--launches`` launches, per launch, drained (untimed) between bursts. Raw pyopencl:
+   ``--launches`` launches, per launch, drained (untimed) between bursts; and the same up
+   to the end of the drain (the launched work done). zyx's ratios to the raw args-preset
+   call are also given as the median over rounds of each round's ratio (a round runs
+   every runner once, within a fraction of a second: the ratio cancels a shared machine's
+   drift between rounds). Raw pyopencl:
    ``enqueue_nd_range_kernel`` with the arguments set once, on one queue without and with
    a ``clFlush`` per 100 commands (zyx's window), and round 8 queues with a ``clFlush`` of
    each per 100 (zyx's schedule of this kernel, in native calls alone); and the idiomatic
@@ -25,8 +29,9 @@ the current folder) and prints the markdown.
 3. Throughput of ``--launches`` small independent kernels (add of ``--small`` elements
    into 64 rotating outputs): wall time of launching all and synchronizing, 8 queues vs 1.
 
-Every number is the median of ``--repeats`` runs after warm-up, on random data. Math mode:
-the seed's build options (``-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable``).
+Every number is the median of ``--repeats`` runs (``--rounds`` for the launch bursts) after
+warm-up, on random data. Math mode: the seed's build options (``-cl-finite-math-only
+-cl-no-signed-zeros -cl-mad-enable``).
 """
 
 from __future__ import annotations
@@ -208,11 +213,20 @@ def launch_overhead(devices: dict[str, OpenCLDevice], launches: int, repeats: in
     # then leaves out work that a flushing caller pays during it. The second case counts
     # the burst up to the end of its drain, the same work done for every runner.
     cases = ("empty kernel, host time", "empty kernel, launches until done")
-    return [
+    rows = [
         _row("launch", case, label, statistics.median(t[which] for t in ts), "µs")
         for which, case in enumerate(cases)
         for label, ts in times.items()
     ]
+    # On a shared machine the speed drifts between rounds; a round's runners run within a
+    # fraction of a second, so the ratio within each round cancels the drift.
+    raw = times["raw enqueue_nd_range_kernel, args preset"]
+    for which, case in enumerate(cases):
+        for label in devices:
+            ratios = [zyx[which] / bare[which] for zyx, bare in zip(times[label], raw)]
+            ratio_case = f"{case}, to raw args-preset (median of per-round ratios)"
+            rows.append(_row("launch", ratio_case, label, statistics.median(ratios), "x"))
+    return rows
 
 
 def partial_launch(dev: OpenCLDevice, program: Any, args: list[Any]) -> Callable[[], None]:
@@ -331,6 +345,7 @@ def main() -> None:
     parser.add_argument("--launches", type=int, default=10_000)
     parser.add_argument("--small", type=int, default=1 << 14, help="elements per small kernel")
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--rounds", type=int, default=31, help="rounds of launch bursts")
     parser.add_argument("--gate", choices=("on", "off", "auto"), default="auto")
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args()
@@ -349,7 +364,7 @@ def main() -> None:
             "zyx Device.launch, window 1": device(window=1),
         },
         args.launches,
-        args.repeats,
+        args.rounds,
     )
     rows += throughput(
         {f"zyx, 8 queues ({gate})": dev, "zyx, 1 queue": device(queues=1)},
