@@ -204,7 +204,8 @@ static int grid_of(Enqueuer *self, PyObject *grid, PyObject *limits) {
         if (PyErr_Occurred())
             return -1;
         Py_ssize_t at = self->dim_param[axis];
-        if (at >= self->params || (at >= 0 && (self->tracking.is_buffer[at] || self->dim[axis] < 1))) {
+        int variable = at >= 0 && at < self->params && !self->tracking.is_buffer[at];
+        if (at >= self->params || (at >= 0 && (!variable || self->dim[axis] < 1))) {
             PyErr_SetString(PyExc_ValueError, "Enqueuer: a grid axis of no Variable param");
             return -1;
         }
@@ -397,10 +398,8 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
 static int plain(Enqueuer *self, PyObject *const *items) {
     for (Py_ssize_t i = 0; i < self->params; i++) {
         PyObject *arg = items[i];
-        int fits = self->tracking.is_buffer[i]
-                       ? zyx_of_pool(&self->tracking, arg)
-                       : PyLong_CheckExact(arg) || (self->takes_float[i] && PyFloat_CheckExact(arg));
-        if (!fits)
+        int scalar = PyLong_CheckExact(arg) || (self->takes_float[i] && PyFloat_CheckExact(arg));
+        if (self->tracking.is_buffer[i] ? !zyx_of_pool(&self->tracking, arg) : !scalar)
             return 0;
     }
     return zyx_alive(&self->tracking, items);
