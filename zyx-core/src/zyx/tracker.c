@@ -41,6 +41,14 @@ static void zyx_set_slot(PyObject *object, Py_ssize_t at, PyObject *value) {
     Py_XDECREF(old);
 }
 
+/* Set each of ``count`` fields to its value, taking a reference (a launcher's init). */
+static void zyx_hold_fields(PyObject **const *fields, PyObject *const *values, int count) {
+    for (int i = 0; i < count; i++) {
+        Py_INCREF(values[i]);
+        Py_XSETREF(*fields[i], values[i]);
+    }
+}
+
 /* The offset of ``type``'s __slots__ attribute ``name`` in its instances. */
 static int zyx_slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset) {
     PyObject *descr = PyObject_GetAttrString((PyObject *)type, name);
@@ -140,20 +148,12 @@ static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
     memset(t->is_buffer, 0, sizeof(t->is_buffer));
     for (Py_ssize_t k = 0; k < t->buffers; k++)
         t->is_buffer[t->positions[k]] = 1;
-    Py_INCREF(load);
-    Py_XSETREF(t->load, load);
-    Py_INCREF(issued);
-    Py_XSETREF(t->issued, issued);
-    Py_INCREF(reached);
-    Py_XSETREF(t->reached, reached);
-    Py_INCREF(track);
-    Py_XSETREF(t->track, track);
-    Py_INCREF(buffer_type);
-    Py_XSETREF(t->buffer_type, buffer_type);
-    Py_INCREF(pool);
-    Py_XSETREF(t->pool, pool);
-    Py_INCREF(record_type);
-    Py_XSETREF(t->record_type, record_type);
+    PyObject **const fields[] = {&t->load,  &t->issued, &t->reached,
+                                 &t->track, (PyObject **)&t->buffer_type,
+                                 &t->pool,  (PyObject **)&t->record_type};
+    PyObject *const values[] = {load,  issued, reached, track, (PyObject *)buffer_type,
+                                pool,  (PyObject *)record_type};
+    zyx_hold_fields(fields, values, 7);
     return 0;
 }
 

@@ -335,12 +335,9 @@ static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
     self->function = (void *)(uintptr_t)function;
     self->kernel_params = (void **)(uintptr_t)kernel_params;
     self->shared = shared;
-    PyObject *held[] = {fallback, packed, grid, failure};
-    PyObject **fields[] = {&self->fallback, &self->packed, &self->grid, &self->failure};
-    for (int i = 0; i < 4; i++) {
-        Py_INCREF(held[i]);
-        Py_XSETREF(*fields[i], held[i]);
-    }
+    PyObject **const fields[] = {&self->fallback, &self->packed, &self->grid, &self->failure};
+    PyObject *const values[] = {fallback, packed, grid, failure};
+    zyx_hold_fields(fields, values, 4);
     return 0;
 }
 

@@ -7,8 +7,8 @@
  * kept across the call, as pyopencl keeps it for every enqueue that does not block:
  * releasing and taking it back cost 0.02-0.035 us a launch (measured with the call
  * stubbed), and the call returns without waiting for the device.
- * Enqueuer: a program's whole enqueue from the window, in C where it repeats an earlier
- * one (below).
+ * Enqueuer: a program's submit and enqueue, in C where a launch is a plain one (below).
+ * enqueue_window: the scheduler's loop over a window, calling each Enqueuer directly.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -120,7 +120,7 @@ typedef struct {
     PyObject *submit;   /* the generated Python submit */
     PyObject *batch;    /* list: the scheduler's window */
     PyObject *flush;    /* the scheduler's flush: enqueues the window */
-    PyObject *work;     /* the global work of every launch, or None where it varies */
+    PyObject *work;     /* the global work of every launch, or None where it varies or is none */
     Py_ssize_t dim_param[3]; /* per axis: the Variable param its groups depend on, or -1 */
     long dim[3], limit[3];   /* per axis: the groups or that param's divisor; the most groups */
     Py_ssize_t params, window;
@@ -213,23 +213,25 @@ static int grid_of(Enqueuer *self, PyObject *grid, PyObject *limits) {
     return 0;
 }
 
+static int fixed_work(Enqueuer *self);
+
 /* Enqueuer(fallback, program, params, reads, writes, load, issued, reached, track,
  *          buffer_type, pool, record_type, used, gate, queues, kernel, local, failure,
- *          (submit, batch, window, flush, grid, limits, work, floats)) */
+ *          (submit, batch, window, flush, grid, limits, floats)) */
 static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
     PyObject *fallback, *program, *reads, *writes, *load, *issued, *reached, *track;
     PyObject *pool, *used, *gate;
-    PyObject *queues, *failure, *submit, *batch, *flush, *grid, *limits, *work, *floats;
+    PyObject *queues, *failure, *submit, *batch, *flush, *grid, *limits, *floats;
     PyTypeObject *buffer_type, *record_type;
     Py_ssize_t params;
     unsigned long long kernel;
-    if (!PyArg_ParseTuple(args, "OOnOOOOOOO!OO!O!O!O!K(nnn)O(OO!nOOOOO!)", &fallback, &program,
+    if (!PyArg_ParseTuple(args, "OOnOOOOOOO!OO!O!O!O!K(nnn)O(OO!nOOOO!)", &fallback, &program,
                           &params, &reads, &writes, &load, &issued, &reached, &track,
                           &PyType_Type, &buffer_type, &pool, &PyType_Type, &record_type,
                           &PyList_Type, &used, &PyList_Type, &gate, &PyTuple_Type, &queues,
                           &kernel, &self->local[0], &self->local[1], &self->local[2], &failure,
                           &submit, &PyList_Type, &batch, &self->window, &flush, &grid,
-                          &limits, &work, &PyTuple_Type, &floats))
+                          &limits, &PyTuple_Type, &floats))
         return -1;
     if (enqueue_kernel == NULL || set_kernel_arg == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Enqueuer before bind");
@@ -243,23 +245,16 @@ static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
         PyErr_SetString(PyExc_ValueError, "Enqueuer: one used flag per queue");
         return -1;
     }
-    if (work != Py_None && (!PyTuple_CheckExact(work) || PyTuple_GET_SIZE(work) != 3)) {
-        PyErr_SetString(PyExc_ValueError, "Enqueuer: work is None or a tuple of 3 ints");
-        return -1;
-    }
     self->params = params;
     if (float_params(self, floats) || grid_of(self, grid, limits))
         return -1;
     self->kernel = (void *)(uintptr_t)kernel;
-    PyObject *held[] = {fallback, program, used, gate, failure, submit, batch, flush, work};
-    PyObject **fields[] = {&self->fallback, &self->program, &self->used, &self->gate,
-                           &self->failure,  &self->submit,  &self->batch, &self->flush,
-                           &self->work};
-    for (int i = 0; i < 9; i++) {
-        Py_INCREF(held[i]);
-        Py_XSETREF(*fields[i], held[i]);
-    }
-    return 0;
+    PyObject **const fields[] = {&self->fallback, &self->program, &self->used,
+                                 &self->gate,     &self->failure, &self->submit,
+                                 &self->batch,    &self->flush};
+    PyObject *const values[] = {fallback, program, used, gate, failure, submit, batch, flush};
+    zyx_hold_fields(fields, values, 8);
+    return fixed_work(self);
 }
 
 /* The cl_mem of a buffer argument (its handle's ``int_ptr``), or NULL. */
@@ -424,6 +419,19 @@ static PyObject *work_of(Enqueuer *self, PyObject *const *items) {
         work[axis] = (size_t)groups * self->local[axis];
     }
     return Py_BuildValue("(nnn)", (Py_ssize_t)work[0], (Py_ssize_t)work[1], (Py_ssize_t)work[2]);
+}
+
+/* ``work`` set once: the global work of every launch where no axis depends on an
+ * argument and there is a work-group, else None. */
+static int fixed_work(Enqueuer *self) {
+    Py_XSETREF(self->work, Py_NewRef(Py_None));
+    if (self->dim_param[0] >= 0 || self->dim_param[1] >= 0 || self->dim_param[2] >= 0)
+        return 0;
+    PyObject *work = work_of(self, NULL);
+    if (work == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_SETREF(self->work, work);
+    return 0;
 }
 
 /* submit(args): Device.launch of the program, its device checked: the launch appended to

@@ -101,8 +101,6 @@ class Launchable(Protocol):
     param_dtypes: tuple[DType, ...]
     global_size: tuple[Dim, Dim, Dim]
     """Work-groups per axis (``zyx.backend.Program``)."""
-    fixed_work: Work | None
-    """The global work of every launch; ``None`` where it depends on the arguments."""
     device: Any
     """Its device: the ``pool`` that holds the buffers it takes, the ``info`` that limits
     its work-groups."""
@@ -235,7 +233,7 @@ class Scheduler(Sequencer[cl.Event]):
             self.issued, self.reached, self.tracker.track, Buffer, program.device.pool, Access,
             self._used, self._gate, tuple(queue.int_ptr for queue in self.queues),
             program.kernel.int_ptr, program.local_size, failure,
-            (*window, grid, limits, program.fixed_work, floats),
+            (*window, grid, limits, floats),
         )  # fmt: skip
         return cast(NativeLaunches, native)
 
