@@ -10,6 +10,9 @@
  * Where anything is unusual (a wait is needed, a record is not an ``Access``, an int is
  * not small), these functions say so and change nothing, and the launcher hands the
  * launch to its Python path, which decides afresh.
+ *
+ * It also holds what every backend's native module needs besides: reading the entry
+ * points its ``bind`` is given, and taking a launcher's references at init.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -39,6 +42,25 @@ static void zyx_set_slot(PyObject *object, Py_ssize_t at, PyObject *value) {
     Py_INCREF(value);
     ZYX_SLOT(object, at) = value;
     Py_XDECREF(old);
+}
+
+/* ``count`` entry points (a native module's ``bind``) from ``args`` into ``entries``: -1 with an exception where they
+ * are not ``count`` non-null addresses. */
+static int zyx_entry_points(const char *name, PyObject *const *args, Py_ssize_t nargs,
+                            int count, void **entries) {
+    if (nargs != count) {
+        PyErr_Format(PyExc_TypeError, "%s takes %d arguments, got %zd", name, count, nargs);
+        return -1;
+    }
+    for (int i = 0; i < count; i++) {
+        entries[i] = PyLong_AsVoidPtr(args[i]);
+        if (entries[i] == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "%s: null address", name);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Set each of ``count`` fields to its value, taking a reference (a launcher's init). */

@@ -33,29 +33,11 @@ typedef int (*ctx_get_current_fn)(void **context);
 
 static ctx_get_current_fn ctx_get_current = NULL;
 
-/* ``count`` entry points from ``args`` into ``entries``: -1 with an exception where they
- * are not ``count`` non-null addresses. */
-static int entry_points(const char *name, PyObject *const *args, Py_ssize_t nargs, int count,
-                        void **entries) {
-    if (nargs != count) {
-        PyErr_Format(PyExc_TypeError, "%s takes %d arguments, got %zd", name, count, nargs);
-        return -1;
-    }
-    for (int i = 0; i < count; i++) {
-        entries[i] = PyLong_AsVoidPtr(args[i]);
-        if (entries[i] == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "%s: null address", name);
-            return -1;
-        }
-    }
-    return 0;
-}
 
 /* bind(cuLaunchKernel, cuCtxGetCurrent): the driver's entry points for launches */
 static PyObject *bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *entries[2];
-    if (entry_points("bind", args, nargs, 2, entries))
+    if (zyx_entry_points("bind", args, nargs, 2, entries))
         return NULL;
     launch_kernel = (launch_kernel_fn)entries[0];
     ctx_get_current = (ctx_get_current_fn)entries[1];
@@ -103,7 +85,7 @@ static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 /* bind_copies(cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuEventRecord, cuEventSynchronize) */
 static PyObject *bind_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *entries[4];
-    if (entry_points("bind_copies", args, nargs, 4, entries))
+    if (zyx_entry_points("bind_copies", args, nargs, 4, entries))
         return NULL;
     copy_htod = (htod_fn)entries[0];
     copy_dtoh = (dtoh_fn)entries[1];

@@ -28,18 +28,8 @@ static set_arg_fn set_kernel_arg = NULL;
 /* bind(clEnqueueNDRangeKernel, clSetKernelArg): the loader's entry points */
 static PyObject *bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *entries[2];
-    if (nargs != 2) {
-        PyErr_Format(PyExc_TypeError, "bind takes 2 arguments, got %zd", nargs);
+    if (zyx_entry_points("bind", args, nargs, 2, entries))
         return NULL;
-    }
-    for (int i = 0; i < 2; i++) {
-        entries[i] = PyLong_AsVoidPtr(args[i]);
-        if (entries[i] == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "bind: null address");
-            return NULL;
-        }
-    }
     enqueue_kernel = (enqueue_fn)entries[0];
     set_kernel_arg = (set_arg_fn)entries[1];
     Py_RETURN_NONE;
