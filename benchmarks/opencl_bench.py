@@ -15,7 +15,8 @@ the current folder) and prints the markdown.
    to the end of the drain (the launched work done). zyx's ratios to the raw args-preset
    call are also given as the median over rounds of each round's ratio (a round runs
    every runner once, within a fraction of a second: the ratio cancels a shared machine's
-   drift between rounds). Raw pyopencl:
+   drift between rounds), and likewise to the idiomatic call, which like
+   ``Device.launch`` passes the arguments with the launch. Raw pyopencl:
    ``enqueue_nd_range_kernel`` with the arguments set once, on one queue without and with
    a ``clFlush`` per 100 commands (zyx's window), and round 8 queues with a ``clFlush`` of
    each per 100 (zyx's schedule of this kernel, in native calls alone); and the idiomatic
@@ -220,12 +221,16 @@ def launch_overhead(devices: dict[str, OpenCLDevice], launches: int, repeats: in
     ]
     # On a shared machine the speed drifts between rounds; a round's runners run within a
     # fraction of a second, so the ratio within each round cancels the drift.
-    raw = times["raw enqueue_nd_range_kernel, args preset"]
-    for which, case in enumerate(cases):
-        for label in devices:
-            ratios = [zyx[which] / bare[which] for zyx, bare in zip(times[label], raw)]
-            ratio_case = f"{case}, to raw args-preset (median of per-round ratios)"
-            rows.append(_row("launch", ratio_case, label, statistics.median(ratios), "x"))
+    references = {
+        "raw args-preset": times["raw enqueue_nd_range_kernel, args preset"],
+        "raw kernel(queue, ...)": times["raw kernel(queue, ...), args set each call"],
+    }
+    for reference, raw in references.items():
+        for which, case in enumerate(cases):
+            for label in devices:
+                ratios = [zyx[which] / bare[which] for zyx, bare in zip(times[label], raw)]
+                ratio_case = f"{case}, to {reference} (median of per-round ratios)"
+                rows.append(_row("launch", ratio_case, label, statistics.median(ratios), "x"))
     return rows
 
 
