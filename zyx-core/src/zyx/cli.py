@@ -130,7 +130,7 @@ def doctor(
         _print_standing(f"{p.name} ({p.distribution or p.target})", p.state, p.reason)
     out.print("\n[bold]backends[/bold]")
     for b in reg.backends():
-        _print_standing(f"{b.name} (plugin {b.plugin}, priority {b.spec.priority})", b.state,
+        _print_standing(f"{b.name} (plugin {b.plugin}, priority {b.priority})", b.state,
                         b.reason, _devices_note(b))  # fmt: skip
     out.print("\n[bold]native libraries[/bold]")
     libraries = [(b.name, lib, where) for b in reg.backends() if b.probe

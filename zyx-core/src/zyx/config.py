@@ -155,7 +155,9 @@ def read_file(path: Path, *, required_by: str | None = None) -> RawConfig:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        line = text.splitlines()[error.lineno - 1] if text.strip() else text
+        # A truncated file fails past its last line: show the last line there is.
+        lines = text.splitlines() or [text]
+        line = lines[min(error.lineno, len(lines)) - 1]
         raise ConfigError(
             f"{path}:{error.lineno}:{error.colno}", "(JSON syntax)", line.strip(), error.msg
         ) from None

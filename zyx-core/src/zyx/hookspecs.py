@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from zyx.backend import Device
+    from zyx.config import BackendSection
 
 PROJECT = "zyx"
 PLUGIN_API_VERSION = (1, 0)
@@ -59,14 +58,18 @@ class BackendSpec:
 
     name: str
     """The backend's name: the device-string prefix (``cuda``) and the config section."""
-    config: type[BaseModel]
-    """The pydantic model of this backend's config section (``extra="forbid"``)."""
+    config: type[BackendSection]
+    """The model of this backend's config section: a subclass of
+    ``zyx.config.BackendSection`` (``extra="forbid"``) whose fields all have defaults."""
     probe: Callable[[], ProbeResult]
     """Is the native library there, how many devices? Cheap; must not open devices."""
     open: Callable[[Any], Sequence[Device]]
     """Open the devices the config section selects (each with its own pool)."""
     priority: int = 0
-    """Higher wins when zyx picks a default device; the host backend has priority 0."""
+    """Higher wins when zyx picks a default device; the host backend has priority 0.
+
+    A spec whose config, priority or callables are not of these kinds, or whose probe
+    returns anything but a ``ProbeResult``, quarantines its backend."""
 
 
 @hookspec

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pluggy
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 import zyx.hookspecs
 from zyx.backend import Device
@@ -41,6 +41,7 @@ from zyx.config import (
     CONFIGURE,
     CORE_SECTIONS,
     SCALARS,
+    BackendSection,
     Config,
     RawConfig,
     Sources,
@@ -58,6 +59,7 @@ _API = re.compile(r"^(\d+)\.(\d+)$")
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _DEVICE = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 _FALSE = frozenset({"", "0", "false", "no", "off"})
+_BOOL = TypeAdapter(bool)
 
 
 class DeviceNameError(ZyxError, ValueError):
@@ -102,6 +104,8 @@ class BackendRecord(Standing):
     plugin: str
     section: type[BaseModel] | None = None
     """The config section model, once it is known to be a usable one."""
+    priority: int = 0
+    """The spec's priority, once it is known to be an int."""
     probe: ProbeResult | None = None
     devices: tuple[Device, ...] | None = None
 
@@ -191,7 +195,8 @@ class Registry:
         """Problems that are not errors: config sections and ``ZYX_PLUGINS`` names for
         plugins that are not installed."""
         with self._lock:
-            return [*self._warnings, *self._ensure_config().warnings]
+            config = self._ensure_config()  # discovery first: it finds ZYX_PLUGINS' warnings
+            return [*self._warnings, *config.warnings]
 
     @property
     def plugin_manager(self) -> pluggy.PluginManager:
@@ -263,7 +268,7 @@ class Registry:
         if wanted.strip() and plugin not in _split(wanted):
             return f"ZYX_PLUGINS={wanted} (not listed)"
         enabled = (self._raw() | self._overrides).get((plugin, "enabled"))
-        if enabled is not None and enabled.value is False:
+        if enabled is not None and _is_false(enabled.value):
             return f"{plugin}.enabled = false in {enabled.source}"
         return ""
 
@@ -287,17 +292,22 @@ class Registry:
         if clash:
             record.quarantine(clash)
             return record
-        if not (isinstance(spec.config, type) and issubclass(spec.config, BaseModel)):
-            record.quarantine(f"its config {spec.config!r} is not a pydantic model")
+        refusal = _spec_refusal(spec)
+        if refusal:
+            record.quarantine(refusal)
             return record
-        record.section = spec.config
+        record.section, record.priority = spec.config, spec.priority
         try:
-            record.probe = spec.probe()
+            probe: Any = spec.probe()
         except Exception as error:
             record.quarantine(f"probe failed: {_describe(error)}", error)
             return record
-        if not record.probe.available:
-            record.quarantine(record.probe.reason or "its probe found it unavailable")
+        if not (isinstance(probe, ProbeResult) and isinstance(probe.libraries, dict)):
+            record.quarantine(f"its probe returned {probe!r}, not a ProbeResult")
+            return record
+        record.probe = probe
+        if not probe.available:
+            record.quarantine(probe.reason or "its probe found it unavailable")
         return record
 
     def _name_clash(self, name: str, plugin: PluginRecord) -> str:
@@ -338,11 +348,17 @@ class Registry:
                         setting.value,
                         f"{path[0]} devices are open already; configure it before first use",
                     )
-            overrides = self._overrides | changes
+            overrides, previous = self._overrides | changes, self._overrides
             self._validate(overrides)
             self._overrides, self._config = overrides, None
-            self._import_enabled()
-            self._ensure_config()
+            try:
+                self._import_enabled()
+                self._ensure_config()
+            except ConfigError:
+                # A plugin it enabled brought the section that refuses the change.
+                self._overrides, self._config = previous, None
+                self._ensure_config()
+                raise
 
     def _import_enabled(self) -> None:
         """Import the plugins that config had disabled before import and now enables."""
@@ -437,7 +453,7 @@ class Registry:
 
     def _ranked(self) -> list[BackendRecord]:
         """Backends by priority, highest first; ties by name."""
-        return sorted(self.backends(), key=lambda b: (-b.spec.priority, b.name))
+        return sorted(self.backends(), key=lambda b: (-b.priority, b.name))
 
     def _default(self, why: list[str]) -> tuple[Device, list[str]]:
         """The first device of the highest-priority backend that opened one."""
@@ -445,7 +461,7 @@ class Registry:
         for backend in self._ranked():
             devices = self._open(backend) if backend.usable else ()
             standing = f"{len(devices)} device(s)" if devices else backend.reason or "no devices"
-            why.append(f"{backend.name} (priority {backend.spec.priority}): {standing}")
+            why.append(f"{backend.name} (priority {backend.priority}): {standing}")
             if devices:
                 why.append(f"{devices[0].name} is the first device of {backend.name}")
                 return devices[0], why
@@ -502,6 +518,24 @@ def _api_refusal(module: object) -> str:
     return ""
 
 
+def _spec_refusal(spec: BackendSpec) -> str:
+    """Why ``spec``'s config section, priority or callables are unusable, or ``""``: zyx
+    relies on them later, where a bad one would break every backend, not only this one."""
+    section = spec.config
+    if not (isinstance(section, type) and issubclass(section, BackendSection)):
+        return f"its config {section!r} is not a subclass of zyx.config.BackendSection"
+    try:
+        section()
+    except ValidationError as error:
+        fields = ", ".join(".".join(map(str, e["loc"])) for e in error.errors())
+        return f"its config section {section.__name__} has fields without defaults: {fields}"
+    if not isinstance(spec.priority, int) or isinstance(spec.priority, bool):
+        return f"its priority {spec.priority!r} is not an int"
+    if not (callable(spec.probe) and callable(spec.open)):
+        return "its probe and open must be callables"
+    return ""
+
+
 def _describe(error: BaseException) -> str:
     """``Type: message`` of ``error`` and of each exception it was raised from."""
     parts: list[str] = []
@@ -512,6 +546,14 @@ def _describe(error: BaseException) -> str:
             None if current.__suppress_context__ else current.__context__
         )
     return "; caused by ".join(parts)
+
+
+def _is_false(value: Any) -> bool:
+    """Whether ``value`` reads as ``False`` for a bool field (``0``, ``"off"``, ...)."""
+    try:
+        return _BOOL.validate_python(value) is False
+    except ValidationError:
+        return False  # not a bool at all: validating the config reports it
 
 
 def _split(names: str) -> list[str]:

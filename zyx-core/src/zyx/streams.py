@@ -397,17 +397,18 @@ class Sequencer(ABC, Generic[E]):
             else:
                 waiting.append((points, action))
         self._deferred = waiting
-        for action in ready:
-            action()
+        _run_all(ready)
 
     def reclaim(self) -> None:
-        """Wait for the points of every deferred action, running each in turn."""
-        deferred, self._deferred = self._deferred, []
-        for points, action in deferred:
+        """Wait for the points of every deferred action, running each in turn. An action
+        that raises leaves those after it deferred."""
+        while self._deferred:
+            points, action = self._deferred[0]
             for queue, seq in points:
                 if seq > self.reached[queue]:
                     self.block(self.mark(queue, seq))
                     self.poll(queue)
+            del self._deferred[0]
             action()
 
     def finished(self) -> None:
@@ -420,9 +421,21 @@ class Sequencer(ABC, Generic[E]):
             marks.clear()
         self.tracker.reset()
         deferred, self._deferred = self._deferred, []
-        for _, action in deferred:
-            action()
+        _run_all(action for _, action in deferred)
 
     def held(self) -> tuple[int, int]:
         """Marks held and actions deferred (for leak tests)."""
         return sum(len(marks) for marks in self._marks), len(self._deferred)
+
+
+def _run_all(actions: Iterable[Action]) -> None:
+    """Run every action, also those after one that raises; then raise the first error.
+    An action frees memory or releases a source: skipping one would leak it."""
+    first: Exception | None = None
+    for action in actions:
+        try:
+            action()
+        except Exception as error:
+            first = first or error
+    if first is not None:
+        raise first

@@ -105,8 +105,8 @@ def _round_to(value: float, dtype: DType) -> float:
 
 
 def guarded_division(op: BOp, a: str, b: str, dtype: DType) -> str:
-    """Integer ``/`` or ``%`` with the IR's semantics: 0 for a zero divisor, and MIN / -1
-    wraps, where C is undefined (x86 traps with SIGFPE, which kills the process)."""
+    """Integer (or bool) ``/`` or ``%`` with the IR's semantics: 0 for a zero divisor, and
+    MIN / -1 wraps, where C is undefined (x86 traps with SIGFPE, which kills the process)."""
     if op is BOp.MOD:
         zero = f"{b} == 0 || {b} == -1" if dtype.is_signed else f"{b} == 0"
         return f"(({zero}) ? 0 : {a} % {b})"
@@ -243,7 +243,7 @@ class CDialect:
             return f"({a} > {b} ? {a} : {b})"
         if op is BOp.POW:
             return f"{self.function('pow', dtype)}({a}, {b})"
-        if op in (BOp.DIV, BOp.MOD) and dtype.is_int:
+        if op in (BOp.DIV, BOp.MOD) and not dtype.is_float:  # bools divide as ints in C
             return guarded_division(op, a, b, dtype)
         if op is BOp.MOD and dtype.is_float:
             return f"{self.function('fmod', dtype)}({a}, {b})"

@@ -14,11 +14,12 @@ import ctypes
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from zyx.backend import Arg, Buffer, Device, DeviceInfo, Program
+from zyx.codegen.c import round_to
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.host.codegen import HostDialect
@@ -132,12 +133,15 @@ class CompiledProgram(HostProgram):
         self._argv = (ctypes.c_void_p * count)()
         self._bound: list[object] = [None] * count
         self._buffers = [i for i, k in enumerate(self.param_kinds) if k is not ParamKind.VARIABLE]
-        self._scalars: list[tuple[int, ctypes._SimpleCData[Any]]] = []
+        self._scalars: list[tuple[int, ctypes._SimpleCData[Any], DType | None]] = []
+        """Per ``Variable``: its position, its C value, and the dtype it is rounded to
+        first where the C value is wider (f16 and bf16 travel as float)."""
         for i, (kind, dtype) in enumerate(zip(self.param_kinds, self.param_dtypes)):
             if kind is ParamKind.VARIABLE:
                 scalar = _SCALAR_TYPES[dtype]()
                 self._argv[i] = ctypes.addressof(scalar)
-                self._scalars.append((i, scalar))
+                rounded = dtype if dtype in (DType.F16, DType.BF16) else None
+                self._scalars.append((i, scalar, rounded))
 
     def run(self, args: Sequence[Arg], threads: int) -> None:
         if self._function is None:
@@ -151,8 +155,10 @@ class CompiledProgram(HostProgram):
                 assert isinstance(buf, Buffer)
                 argv[i] = HostPool.array(buf).ctypes.data
                 bound[i] = buf
-        for i, scalar in self._scalars:
-            scalar.value = args[i]
+        for i, scalar, rounded in self._scalars:
+            value = args[i]
+            # Rounded from the Python float: through float first would round twice.
+            scalar.value = value if rounded is None else round_to(cast(float, value), rounded)
         self._function(argv, threads)
 
     def release(self) -> None:
