@@ -213,8 +213,8 @@ class Program:
 
     def check_args(self, args: Sequence[Arg]) -> None:
         """Raise IncorrectKernelArg unless ``args`` match the params in count, kind and pool:
-        a live buffer of this device's pool for a buffer param, an ``int`` (or, for a float
-        dtype, a ``float`` or ``int``) for a ``Variable``."""
+        a live buffer of this device's pool for a buffer param, an ``int`` within its dtype's
+        range (or, for a float dtype, a ``float`` or ``int``) for a ``Variable``."""
         self.inspect(args)
 
     def retire(self) -> None:
@@ -264,8 +264,11 @@ class Program:
             lines += ["    if len(args):", "        raise count(args)"]
         for i, (kind, dtype) in enumerate(zip(kinds, self.param_dtypes)):
             a = args[i]
-            if kind is ParamKind.VARIABLE:
-                ok = f"isinstance({a}, {'(float, int)' if dtype.is_float else 'int'})"
+            if kind is ParamKind.VARIABLE and dtype.is_float:
+                ok = f"isinstance({a}, (float, int))"
+            elif kind is ParamKind.VARIABLE:  # a value out of range would wrap in the C type
+                low, high = dtype.int_range
+                ok = f"isinstance({a}, int) and {low} <= {a} <= {high}"
             else:
                 ok = f"isinstance({a}, Buffer) and {a}.pool is pool and {a}.refcount > 0"
             lines += [f"    if not ({ok}):", f"        raise bad({i}, {a})"]
@@ -335,7 +338,13 @@ def _bad_arg(
     arg: object,
 ) -> BackendError:
     kind, dtype = kinds[i], dtypes[i]
-    want = f"a {dtype} scalar" if kind is ParamKind.VARIABLE else f"a live buffer of {pool}"
+    if kind is not ParamKind.VARIABLE:
+        want = f"a live buffer of {pool}"
+    elif dtype.is_float:
+        want = f"a {dtype} scalar (a float or an int)"
+    else:
+        low, high = dtype.int_range
+        want = f"a {dtype} scalar: an int in [{low}, {high}]"
     return BackendError(
         ErrorStatus.INCORRECT_KERNEL_ARG,
         f"{name}: argument {i} ({kind.value} {dtype}) must be {want}, got {arg!r}",

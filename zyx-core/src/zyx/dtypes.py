@@ -59,6 +59,18 @@ class DType(Enum):
     def is_int(self) -> bool:
         return not self.is_float and self is not DType.BOOL
 
+    @property
+    def int_range(self) -> tuple[int, int]:
+        """The smallest and largest value of an integer (or bool) dtype."""
+        if self.is_float:
+            raise ValueError(f"{self} is not an integer dtype")
+        if self is DType.BOOL:
+            return 0, 1
+        bits = 8 * self.itemsize
+        return (
+            (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.is_signed else (0, (1 << bits) - 1)
+        )
+
     @cached_property
     def numpy(self) -> np.dtype[Any]:
         """The numpy dtype (bf16 through ml_dtypes). Imports numpy on first use."""

@@ -24,6 +24,7 @@ import numpy as np
 import pyopencl as cl
 
 from zyx.backend import Arg, Device, DeviceInfo, Program, generate
+from zyx.codegen.c import round_to
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel, ParamKind, check_limits
@@ -115,8 +116,8 @@ _SCALAR_DTYPES = {
 class OpenCLProgram(Program):
     """A built kernel: the ``cl.Kernel`` with the arguments it last ran with, and its
     global size (work-items per axis, as OpenCL counts them). A static global size outside
-    the device's limits is refused here, at compile time; one that depends on a
-    ``Variable`` at each launch."""
+    the device's limits was refused at compile time (``check_limits``); one that depends on
+    a ``Variable`` is checked at each launch."""
 
     device: OpenCLDevice
 
@@ -127,6 +128,13 @@ class OpenCLProgram(Program):
         kinds = self.param_kinds
         self.buffer_positions = tuple(i for i, k in enumerate(kinds) if k is not ParamKind.VARIABLE)
         self.scalar_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.VARIABLE)
+        self._halves = tuple(
+            (i, dtype)
+            for i in self.scalar_positions
+            if (dtype := self.param_dtypes[i]) in (DType.F16, DType.BF16)
+        )
+        """f16 and bf16 scalars: passed as float, so rounded to their dtype first (from the
+        Python float: through float32 would round twice)."""
         # pyopencl packs scalars by these dtypes in one call (set_arg one by one costs µs).
         cl_kernel.set_scalar_arg_dtypes([
             None if kind is not ParamKind.VARIABLE else _SCALAR_DTYPES.get(dtype, dtype.numpy)
@@ -248,6 +256,8 @@ class OpenCLProgram(Program):
         else:
             for i in self.buffer_positions:
                 values[i] = values[i].handle
+            for i, dtype in self._halves:
+                values[i] = round_to(float(values[i]), dtype)
             kernel.set_args(*values)
         self.bound = args
 

@@ -115,6 +115,7 @@ typedef struct {
     long dim[3], limit[3];   /* per axis: the groups or that param's divisor; the most groups */
     Py_ssize_t params, window;
     char takes_float[ZYX_MAX_PARAMS]; /* scalar params that take a float too */
+    long long low[ZYX_MAX_PARAMS], high[ZYX_MAX_PARAMS]; /* int params' plain values */
     void *kernel;
     size_t local[3];
     Py_ssize_t appended; /* launches appended here, not in the Python submit */
@@ -174,6 +175,24 @@ static int float_params(Enqueuer *self, PyObject *floats) {
     return 0;
 }
 
+/* The plain values of the int params: ``ranges``, a tuple of (position, low, high). A
+ * value outside is left to the Python submit, which refuses it. */
+static int int_ranges(Enqueuer *self, PyObject *ranges) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ranges); i++) {
+        Py_ssize_t at;
+        long long low, high;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ranges, i), "nLL", &at, &low, &high))
+            return -1;
+        if (at < 0 || at >= self->params || self->tracking.is_buffer[at]) {
+            PyErr_Format(PyExc_ValueError, "Enqueuer: %zd is not a scalar param", at);
+            return -1;
+        }
+        self->low[at] = low;
+        self->high[at] = high;
+    }
+    return 0;
+}
+
 /* The work-groups per axis, from ``grid``: per axis an int, or (param, div) for
  * ceil(args[param] / div) (``SymDim``); with at most ``limits`` groups. */
 static int grid_of(Enqueuer *self, PyObject *grid, PyObject *limits) {
@@ -207,21 +226,21 @@ static int fixed_work(Enqueuer *self);
 
 /* Enqueuer(fallback, program, params, reads, writes, load, issued, reached, track,
  *          buffer_type, pool, record_type, used, gate, queues, kernel, local, failure,
- *          (submit, batch, window, flush, grid, limits, floats)) */
+ *          (submit, batch, window, flush, grid, limits, floats, ranges)) */
 static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
     PyObject *fallback, *program, *reads, *writes, *load, *issued, *reached, *track;
     PyObject *pool, *used, *gate;
-    PyObject *queues, *failure, *submit, *batch, *flush, *grid, *limits, *floats;
+    PyObject *queues, *failure, *submit, *batch, *flush, *grid, *limits, *floats, *ranges;
     PyTypeObject *buffer_type, *record_type;
     Py_ssize_t params;
     unsigned long long kernel;
-    if (!PyArg_ParseTuple(args, "OOnOOOOOOO!OO!O!O!O!K(nnn)O(OO!nOOOO!)", &fallback, &program,
+    if (!PyArg_ParseTuple(args, "OOnOOOOOOO!OO!O!O!O!K(nnn)O(OO!nOOOO!O!)", &fallback, &program,
                           &params, &reads, &writes, &load, &issued, &reached, &track,
                           &PyType_Type, &buffer_type, &pool, &PyType_Type, &record_type,
                           &PyList_Type, &used, &PyList_Type, &gate, &PyTuple_Type, &queues,
                           &kernel, &self->local[0], &self->local[1], &self->local[2], &failure,
                           &submit, &PyList_Type, &batch, &self->window, &flush, &grid,
-                          &limits, &PyTuple_Type, &floats))
+                          &limits, &PyTuple_Type, &floats, &PyTuple_Type, &ranges))
         return -1;
     if (enqueue_kernel == NULL || set_kernel_arg == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Enqueuer before bind");
@@ -236,7 +255,7 @@ static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     self->params = params;
-    if (float_params(self, floats) || grid_of(self, grid, limits))
+    if (float_params(self, floats) || int_ranges(self, ranges) || grid_of(self, grid, limits))
         return -1;
     self->kernel = (void *)(uintptr_t)kernel;
     PyObject **const fields[] = {&self->fallback, &self->program, &self->used,
@@ -378,13 +397,25 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
     return done;
 }
 
+/* Whether ``arg`` is plainly a value of scalar param ``i``: an exact float where it takes
+ * one, else an exact int, within the param's range where it takes no float. */
+static int plain_scalar(Enqueuer *self, Py_ssize_t i, PyObject *arg) {
+    if (self->takes_float[i])
+        return PyFloat_CheckExact(arg) || PyLong_CheckExact(arg);
+    if (!PyLong_CheckExact(arg))
+        return 0;
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    return !overflow && value >= self->low[i] && value <= self->high[i];
+}
+
 /* Whether every argument is plainly of its param's kind: a buffer of the pool not
- * released, or an exact int (or float, where the param takes one). */
+ * released, or a plain scalar. */
 static int plain(Enqueuer *self, PyObject *const *items) {
     for (Py_ssize_t i = 0; i < self->params; i++) {
         PyObject *arg = items[i];
-        int scalar = PyLong_CheckExact(arg) || (self->takes_float[i] && PyFloat_CheckExact(arg));
-        if (self->tracking.is_buffer[i] ? !zyx_of_pool(&self->tracking, arg) : !scalar)
+        if (self->tracking.is_buffer[i] ? !zyx_of_pool(&self->tracking, arg)
+                                        : !plain_scalar(self, i, arg))
             return 0;
     }
     return zyx_alive(&self->tracking, items);

@@ -129,6 +129,9 @@ Entry = tuple[Launchable | None, Any, Work]
 for a ``Command``."""
 
 _NO_WORK: Work = (0, 0, 0)
+_LARGEST_LONG_LONG = (1 << 63) - 1
+"""The native ``Enqueuer`` reads int ranges as C ``long long``: larger u64 values are left
+to the Python submit."""
 
 
 class Scheduler(Sequencer[cl.Event]):
@@ -225,6 +228,11 @@ class Scheduler(Sequencer[cl.Event]):
             for i, (kind, dtype) in enumerate(zip(program.param_kinds, program.param_dtypes))
             if kind is ParamKind.VARIABLE and dtype.is_float
         )
+        ranges = tuple(
+            (i, dtype.int_range[0], min(dtype.int_range[1], _LARGEST_LONG_LONG))
+            for i, (kind, dtype) in enumerate(zip(program.param_kinds, program.param_dtypes))
+            if kind is ParamKind.VARIABLE and not dtype.is_float
+        )
         grid = tuple((d.param, d.div) if isinstance(d, SymDim) else d for d in program.global_size)
         limits = program.device.info.max_global_work_dims
         window = (submit, self._batch, self.window, self.flush)
@@ -233,7 +241,7 @@ class Scheduler(Sequencer[cl.Event]):
             self.issued, self.reached, self.tracker.track, Buffer, program.device.pool, Access,
             self._used, self._gate, tuple(queue.int_ptr for queue in self.queues),
             program.kernel.int_ptr, program.local_size, failure,
-            (*window, grid, limits, floats),
+            (*window, grid, limits, floats, ranges),
         )  # fmt: skip
         return cast(NativeLaunches, native)
 
@@ -357,7 +365,7 @@ class Scheduler(Sequencer[cl.Event]):
                         queue = self._enqueue_command(payload)
                     else:
                         queue = program.enqueue(payload, work)
-                except (cl.Error, BackendError) as error:
+                except Exception as error:
                     self._failed(error)
                     continue
                 if log and queue >= 0:
@@ -369,13 +377,12 @@ class Scheduler(Sequencer[cl.Event]):
         return self._enqueue(command, raising=False)
 
     def _failed(self, error: BaseException) -> None:
-        """Keep the error of an enqueue in the window; raise any other."""
-        if isinstance(error, cl.Error):
-            self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
-        elif isinstance(error, BackendError):
-            self._fail(error)
-        else:
+        """Keep the error of an enqueue in the window, to raise at the next sync point: the
+        window goes on, as the commands after it were promised to run. Raise what is not
+        an ``Exception`` (``KeyboardInterrupt``)."""
+        if not isinstance(error, Exception):
             raise error
+        self._fail(backend_error(ErrorStatus.KERNEL_SYNC, error))
 
     def _enqueue(self, command: Command, *, raising: bool) -> int:
         """Enqueue ``command`` with its waits on its queue; return the queue, or -1 where the
@@ -390,12 +397,13 @@ class Scheduler(Sequencer[cl.Event]):
             gated = self._gate
         try:
             event = command.enqueue(self.queues[queue], self._events(queue, waits, gated))
-        except cl.Error as error:
+        except Exception as error:
             if command.done is not None:
                 command.done()
+            kept = backend_error(command.status, error)
             if raising:
-                raise failure(command.status, error) from error
-            self._fail(failure(command.status, error))
+                raise kept  # noqa: B904 (backend_error chained it to error)
+            self._fail(kept)
             return -1
         seq = self.commit(queue, reads, writes)
         self.marked(queue, seq, event)  # its event marks its point
@@ -461,6 +469,19 @@ def enqueue_failure(what: str, code: int) -> BackendError:
     """The error of a native enqueue that returned ``code``."""
     name = _STATUS_NAMES.get(code, str(code))
     return _failure(ErrorStatus.KERNEL_SYNC, code, f"{what} failed: {name}")
+
+
+def backend_error(status: ErrorStatus, error: Exception) -> BackendError:
+    """``error`` as the ``BackendError`` a sync point raises: itself where it is one, else
+    one of ``status`` chained to it."""
+    if isinstance(error, BackendError):
+        return error
+    if isinstance(error, cl.Error):
+        kept = failure(status, error)
+    else:
+        kept = BackendError(status, f"OpenCL: {type(error).__name__}: {error}")
+    kept.__cause__ = error
+    return kept
 
 
 def failure(status: ErrorStatus, error: cl.Error) -> BackendError:
