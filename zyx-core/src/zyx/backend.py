@@ -54,6 +54,11 @@ def byte_view(data: Any, *, writable: bool = False) -> memoryview:
         view = memoryview(data)
     except (TypeError, ValueError):
         # numpy refuses to export extension dtypes (bf16) through the buffer protocol.
+        if not callable(getattr(data, "view", None)):
+            raise BackendError(
+                ErrorStatus.INCORRECT_KERNEL_ARG,
+                f"host data must support the buffer protocol (a numpy array), got {data!r:.80}",
+            ) from None
         view = memoryview(data.view("uint8"))
     if not view.c_contiguous:
         raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, "host data must be C-contiguous")

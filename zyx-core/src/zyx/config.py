@@ -55,7 +55,8 @@ class BackendSection(BaseModel):
 
 
 class AutotuneSection(BaseModel):
-    """How zyx picks among kernel variants by measured time."""
+    """How zyx picks among kernel variants by measured time. The kernel search that reads
+    it comes with the Tensor front end; until then it is validated and not acted on."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

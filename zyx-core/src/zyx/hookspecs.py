@@ -90,4 +90,7 @@ def zyx_match_graph(graph: Any, device: Device) -> Sequence[Any] | None:
     Called at compile time, once per graph and device. Return the claims (each names the
     graph nodes it replaces and builds a ``Program`` for them), or ``None``. Claimed
     subgraphs compete with generated kernels on measured time (``Device.launch_timed``).
+
+    The graph compiler that calls it comes with the Tensor front end; until then nothing
+    calls it, and ``graph`` has no type yet.
     """

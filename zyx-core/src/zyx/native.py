@@ -86,8 +86,14 @@ def _load(name: str, source: str) -> ModuleType | None:
             return None
         _cache.put(key, built)
         if not path.is_file():  # the cache is not writable: load from a temporary file
-            path = Path(tempfile.mkdtemp(prefix="zyx-native-")) / f"{name}.so"
-            path.write_bytes(built)
+            with tempfile.TemporaryDirectory(prefix="zyx-native-") as tmp:
+                temporary = Path(tmp) / f"{name}.so"
+                temporary.write_bytes(built)
+                return _import(name, temporary)  # once loaded, the file may go
+    return _import(name, path)
+
+
+def _import(name: str, path: Path) -> ModuleType | None:
     try:
         loader = importlib.machinery.ExtensionFileLoader(name, str(path))
         spec = importlib.util.spec_from_file_location(name, path, loader=loader)

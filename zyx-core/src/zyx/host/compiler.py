@@ -155,7 +155,10 @@ class HostCompiler:
         cached = self.cache.folder / key
         if cached.is_file():
             log.debug("host: cache hit for %s: %s", source.name, cached)
-            return _load(cached, source.name)
+            try:
+                return _load(cached, source.name)
+            except BackendError as error:  # a damaged entry is a miss: built again below
+                log.warning("host: cached %s unusable, rebuilding: %s", source.name, error)
         asm_log.debug("host: source of %s:\n%s", source.name, source.code)
         with tempfile.TemporaryDirectory(prefix="zyx-cc-") as tmp:
             built = self._build(source, Path(tmp))
@@ -164,7 +167,8 @@ class HostCompiler:
             return _load(cached if cached.is_file() else built, source.name)
 
     def _build(self, source: Source, tmp: Path) -> Path:
-        c_file, built = tmp / f"{source.name}.c", tmp / f"{source.name}.so"
+        # Not named for the kernel: a long name would pass the file system's limit.
+        c_file, built = tmp / "kernel.c", tmp / "kernel.so"
         c_file.write_text(source.code)
         command = [self.toolchain.command, *self.toolchain.flags, str(c_file), "-o", str(built)]
         log.info("host: compiling %s: %s", source.name, " ".join(command))

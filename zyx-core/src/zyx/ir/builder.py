@@ -48,7 +48,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
-    value_dtype,
+    own_dtype,
 )
 from zyx.ir.verify import verify
 
@@ -158,14 +158,20 @@ class KernelBuilder:
     def __init__(self, name: str) -> None:
         self.name = name
         self.ops: list[Op] = []
+        self._dtypes: list[DType | None] = []
+        """The dtype of each op's value (``None``: it has none)."""
 
     def _emit(self, op: Op) -> Ref:
+        self._dtypes.append(own_dtype(op, self._dtypes))
         self.ops.append(op)
         return len(self.ops) - 1
 
     def _val(self, op: Op) -> Value:
         ref = self._emit(op)
-        return Value(self, ref, value_dtype(self.ops, ref))
+        dtype = self._dtypes[ref]
+        if dtype is None:
+            raise TypeError(f"%{ref} ({type(op).__name__}) produces no value")
+        return Value(self, ref, dtype)
 
     def param(self, dtype: DType, kind: ParamKind = ParamKind.GLOBAL, name: str = "") -> Value:
         """A buffer param (read-only by default) or, with ``VARIABLE``, a scalar."""

@@ -253,7 +253,14 @@ class Kernel:
 
     def dtype_of(self, ref: Ref) -> DType:
         """The dtype of the value ``ref`` produces."""
-        return value_dtype(self.ops, ref)
+        dtype = self._dtypes[ref]
+        if dtype is None:
+            raise TypeError(f"%{ref} ({type(self.ops[ref]).__name__}) produces no value")
+        return dtype
+
+    @cached_property
+    def _dtypes(self) -> list[DType | None]:
+        return value_dtypes(self.ops)
 
     def __str__(self) -> str:
         lines = [f"kernel {self.name}"]
@@ -284,17 +291,31 @@ def format_op(op: Op) -> str:
     return f"{type(op).__name__}({', '.join(parts)})"
 
 
-def value_dtype(ops: Sequence[Op], ref: Ref) -> DType:
-    """The dtype of the value produced by ``ops[ref]``."""
-    op = ops[ref]
+def value_dtypes(ops: Sequence[Op]) -> list[DType | None]:
+    """The dtype of the value each op produces, in one pass; ``None`` for an op that
+    produces none, or whose operand is not an earlier value."""
+    dtypes: list[DType | None] = []
+    for op in ops:
+        dtypes.append(own_dtype(op, dtypes))
+    return dtypes
+
+
+def own_dtype(op: Op, before: Sequence[DType | None]) -> DType | None:
+    """The dtype of ``op``'s value, given those of the ops ``before`` it (``None``: it has
+    none). A value takes its dtype from its first operand, so a chain of ops is followed
+    one link at a time, never by recursion."""
     if isinstance(op, (Param, Const, Define, Cast)):
         return op.dtype
     if isinstance(op, (Range, Loop)):
         return INDEX
+    if isinstance(op, Binary) and op.op.is_comparison:
+        return DType.BOOL
     if isinstance(op, Load):
-        return value_dtype(ops, op.src)
-    if isinstance(op, Unary):
-        return value_dtype(ops, op.x)
-    if isinstance(op, Binary):
-        return DType.BOOL if op.op.is_comparison else value_dtype(ops, op.a)
-    raise TypeError(f"%{ref} ({type(op).__name__}) produces no value")
+        source = op.src
+    elif isinstance(op, Unary):
+        source = op.x
+    elif isinstance(op, Binary):
+        source = op.a
+    else:
+        return None
+    return before[source] if 0 <= source < len(before) else None

@@ -32,7 +32,7 @@ from zyx.ir.ops import (
     Unary,
     UOp,
     format_op,
-    value_dtype,
+    value_dtypes,
 )
 
 if TYPE_CHECKING:
@@ -92,6 +92,7 @@ class _Verifier:
         self.scopes: list[tuple[Ref, list[Ref]]] = []  # (opening op, values defined inside)
         self.ranges: set[tuple[int, Scope]] = set()
         self.at = 0
+        self.dtypes = value_dtypes(self.ops)
 
     def fail(self, message: str) -> IRError:
         op = self.ops[self.at]
@@ -121,7 +122,9 @@ class _Verifier:
             if _produces_value(self.ops[ref]):
                 raise self.fail(f"{what} %{ref} is used outside the loop or if that defines it")
             raise self.fail(f"{what} %{ref} ({type(self.ops[ref]).__name__}) has no value")
-        actual = value_dtype(self.ops, ref)
+        actual = self.dtypes[ref]
+        if actual is None:  # its operand was refused where it was used
+            raise self.fail(f"{what} %{ref} has no value")
         if dtype is not None and actual is not dtype:
             raise self.fail(f"{what} %{ref} has dtype {actual}, expected {dtype}")
         return actual
