@@ -123,6 +123,13 @@ def test_bad_json_names_file_line_and_column(environ: dict[str, str]) -> None:
     assert "double quotes" in error.problem
 
 
+def test_truncated_json_names_the_end_of_the_file(environ: dict[str, str]) -> None:
+    path = write_config(environ, '{"host": {"threads": 2},\n')
+    error = config_error(environ)
+    assert error.source == f"{path}:2:1"
+    assert error.value == '{"host": {"threads": 2},'
+
+
 @pytest.mark.parametrize(
     ("data", "field"),
     [([1, 2], "(top level)"), ({"host": 3}, "host"), ({"autotune": [True]}, "autotune")],

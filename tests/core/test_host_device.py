@@ -114,6 +114,30 @@ def test_an_unwritable_cache_still_compiles(
     check_against_reference(device, example.kernel, example.arguments(np.random.default_rng(3)))
 
 
+@needs_cc
+def test_a_damaged_cache_entry_is_rebuilt(device: HostDevice) -> None:
+    example = saxpy(100)
+    found = toolchain()
+    assert found is not None
+    compiler = HostCompiler(found)
+    source = HostDialect(native_f16=found.native_f16).render(example.kernel)
+    entry = compiler.cache.folder / compiler.key(source)
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(b"")  # as a full disk or a killed writer might leave it
+    check_against_reference(device, example.kernel, example.arguments(np.random.default_rng(4)))
+    assert entry.stat().st_size > 0
+
+
+@needs_cc
+def test_a_kernel_name_past_the_file_systems_limit_compiles(device: HostDevice) -> None:
+    kb = KernelBuilder("k" * 300)
+    x, out = kb.param(DType.F32), kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    i = kb.local(0, 8)
+    out[i] = x[i] * 2.0
+    args = [random(np.random.default_rng(5), DType.F32, 8), poisoned(DType.F32, 8)]
+    check_against_reference(device, kb.build(), args)
+
+
 def barrier_kernel(groups: int, local: int) -> Kernel:
     """Values and registers that live across barriers, and a barrier inside a loop:
     ``out[i] = 2 * x[i] + x[mirror(i)] + sum over k < 3 of x[(i + k) % local in group]``."""

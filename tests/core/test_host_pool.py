@@ -73,6 +73,15 @@ def test_bad_sizes_are_errors(nbytes: object) -> None:
     assert pool.free_bytes() == 1 << 10
 
 
+@pytest.mark.parametrize("data", [[1, 2, 3], 3.0, "abc"])
+def test_host_data_without_the_buffer_protocol_is_an_error(data: object) -> None:
+    pool = HostPool(capacity=1 << 10)
+    buf = pool.allocate(16)
+    with raises(ErrorStatus.INCORRECT_KERNEL_ARG) as caught:
+        pool.write(buf, data)  # type: ignore[arg-type]
+    assert "buffer protocol" in str(caught.value)
+
+
 def test_write_read_round_trip_at_offsets() -> None:
     pool = HostPool(capacity=1 << 10)
     buf = pool.allocate(64)

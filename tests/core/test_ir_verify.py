@@ -187,3 +187,15 @@ def test_constant_group_count_over_device_limit_names_the_limit() -> None:
     kb.group(1, 2**16 + 1)
     with pytest.raises(IRError, match="65537 work-groups on axis 1 is over tiny's limit of 65536"):
         check_limits(kb.build(), _info(256, 1 << 16))
+
+
+def test_a_long_chain_of_ops_builds_without_recursion() -> None:
+    kb = KernelBuilder("chain")
+    x, out = kb.param(DType.F32), kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    i = kb.local(0, 4)
+    value = x[i]
+    for _ in range(5000):  # far past Python's recursion limit
+        value = value + 1.0
+    out[i] = value
+    kernel = kb.build()
+    assert kernel.dtype_of(len(kernel.ops) - 2) is DType.F32

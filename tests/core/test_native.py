@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -81,5 +82,7 @@ def test_an_unwritable_cache_still_loads(monkeypatch: pytest.MonkeyPatch, tmp_pa
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
     monkeypatch.setenv("ZYX_CACHE_DIR", str(blocked))  # the cache folder cannot be made
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     module = native.load("_zyx_test_uncached", source("_zyx_test_uncached"))
     assert module is not None and module.twice(5) == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"], "the temporary file went"

@@ -6,8 +6,9 @@ from __future__ import annotations
 from importlib.metadata import EntryPoint
 
 import pytest
+from zyx_test_badspecs import Plain
 
-from zyx.errors import PluginError, ZyxError
+from zyx.errors import ConfigError, PluginError, ZyxError
 from zyx.host.pool import HostPool
 from zyx.plugins import ENTRY_POINT_GROUP, DeviceNameError, Registry, State
 
@@ -131,3 +132,50 @@ def test_backend_names_that_cannot_be_sections_are_quarantined(environ: dict[str
     assert states["fine"] == (State.LOADED, "")
     assert reg.config.source("fine", "enabled") == "default"
     assert reg.device("host").backend == "host"
+
+
+BADSPECS = EntryPoint("badspecs", "zyx_test_badspecs", ENTRY_POINT_GROUP)
+
+
+def test_a_wrongly_declared_backend_is_quarantined_and_every_other_works(
+    environ: dict[str, str],
+) -> None:
+    reg = make(environ, HOST, BADSPECS)
+    reasons = {b.name: b.reason for b in reg.backends() if b.state is State.QUARANTINED}
+    assert reasons == {
+        "plain": f"its config {Plain!r} is not a subclass of zyx.config.BackendSection",
+        "required": "its config section Required has fields without defaults: path",
+        "unranked": "its priority None is not an int",
+        "nothing": "its probe returned None, not a ProbeResult",
+        "nolibraries": "its probe returned ProbeResult(available=True, devices=1, reason='', "
+        "libraries=None), not a ProbeResult",
+    }
+    assert [d.backend for d in reg.devices()] == ["host"]
+    assert reg.device().backend == "host"
+    assert reg.config.section("badspecs").level == 1  # type: ignore[attr-defined]
+
+
+def test_configure_refused_by_the_plugin_it_enables_changes_nothing(
+    environ: dict[str, str],
+) -> None:
+    reg = make({**environ, "ZYX_BADSPECS__ENABLED": "false"}, HOST, BADSPECS)
+    assert [d.backend for d in reg.devices()] == ["host"]
+    with pytest.raises(ConfigError, match="badspecs.levle = 2: unknown key"):
+        reg.configure(badspecs={"enabled": True, "levle": 2})
+    assert [d.backend for d in reg.devices()] == ["host"]
+    reg.configure(badspecs={"enabled": False})
+    assert reg.config.section("badspecs").enabled is False  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("value", ["0", "False", "off", "no"])
+def test_every_false_spelling_disables_a_plugin_before_import(
+    environ: dict[str, str], value: str
+) -> None:
+    reg = make({**environ, "ZYX_MISSING__ENABLED": value}, HOST, MISSING)
+    missing = {p.name: p for p in reg.plugins()}["missing"]
+    assert missing.state is State.DISABLED, missing.reason
+
+
+def test_warnings_are_complete_on_the_first_call(environ: dict[str, str]) -> None:
+    reg = make({**environ, "ZYX_PLUGINS": "host,ghost"})
+    assert reg.warnings == ["ZYX_PLUGINS names 'ghost', which is not installed"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import pytest
 from test_streams import bufs
 
 from zyx.backend import generate
@@ -133,6 +134,36 @@ def test_finished_forgets_accesses_recycles_marks_and_runs_what_waited() -> None
     assert ran == ["free b"]
     assert q.reached == q.issued and q.held() == (0, 0) and q.recycled == q.recorded
     assert q.tracker.tracked() == 0 and a.tracking is None and b.tracking is None
+
+
+def fail() -> None:
+    raise RuntimeError("a free failed")
+
+
+@pytest.mark.parametrize("end", ["collect", "finished"])
+def test_an_action_that_raises_in_collect_or_finished_does_not_drop_the_others(end: str) -> None:
+    q = ModelQueues(1)
+    ran: list[str] = []
+    tokens = q.run(0)
+    for action in (fail, lambda: ran.append("a"), lambda: ran.append("b")):
+        q.after(tokens, action)
+    q.completed[0] = 1
+    with pytest.raises(RuntimeError, match="a free failed"):
+        getattr(q, end)()
+    assert ran == ["a", "b"] and q.held()[1] == 0
+
+
+def test_an_action_that_raises_in_reclaim_leaves_those_after_it_deferred() -> None:
+    q = ModelQueues(1)
+    ran: list[str] = []
+    tokens = q.run(0)
+    for action in (lambda: ran.append("a"), fail, lambda: ran.append("b")):
+        q.after(tokens, action)
+    with pytest.raises(RuntimeError, match="a free failed"):
+        q.reclaim()
+    assert ran == ["a"] and q.held()[1] == 1
+    q.reclaim()
+    assert ran == ["a", "b"] and q.held() == (0, 0)
 
 
 def test_inline_lines_record_as_commit_does() -> None:

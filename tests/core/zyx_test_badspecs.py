@@ -1,0 +1,46 @@
+"""A plugin module (loaded by test_registry.py through an entry point) whose backends
+are declared wrongly in every way the registry relies on, beside one declared well."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from zyx.config import BackendSection
+from zyx.hookspecs import BackendSpec, ProbeResult, hookimpl
+
+ZYX_PLUGIN_API = "1.0"
+
+
+class Plain(BaseModel):
+    """A pydantic model that is not a BackendSection: it has no ``enabled``."""
+
+
+class Required(BackendSection):
+    path: str
+
+
+class Fine(BackendSection):
+    level: int = 1
+
+
+def probe() -> ProbeResult:
+    return ProbeResult(available=True, devices=1)
+
+
+def spec(name: str, **fields: Any) -> BackendSpec:
+    return BackendSpec(**{"name": name, "config": Fine, "probe": probe,
+                          "open": lambda section: [], **fields})  # fmt: skip
+
+
+@hookimpl
+def zyx_backends() -> list[BackendSpec]:
+    return [
+        spec("plain", config=Plain),
+        spec("required", config=Required),
+        spec("unranked", priority=None),
+        spec("nothing", probe=lambda: None),
+        spec("nolibraries", probe=lambda: ProbeResult(True, 1, libraries=None)),  # type: ignore[arg-type]
+        spec("badspecs"),
+    ]
