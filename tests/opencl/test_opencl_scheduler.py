@@ -20,6 +20,7 @@ from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage
 from zyx_opencl.device import OpenCLDevice
 from zyx_opencl.native import launcher, window_loop
 from zyx_opencl.pool import Copy
+from zyx_opencl.scheduler import Command
 
 pytestmark = pytest.mark.opencl
 
@@ -330,6 +331,37 @@ def test_synchronize_raises_the_pending_error(
         device.synchronize()
     assert caught.value.status is ErrorStatus.MEMORY_COPY_P2P
     device.synchronize()
+
+
+class Broken(Command):
+    """A command whose enqueue fails with an exception that is not an OpenCL error."""
+
+    __slots__ = ("done",)
+    status = ErrorStatus.MEMORY_COPY_H2P
+
+    def __init__(self, done: Callable[[], None]) -> None:
+        self.reads, self.writes, self.done = (), (), done
+
+    def enqueue(self, queue: cl.CommandQueue, wait_for: list[cl.Event] | None) -> cl.Event:
+        raise ValueError("not an OpenCL error")
+
+
+def test_any_failure_in_a_window_is_kept_and_the_window_goes_on(
+    device: OpenCLDevice, alloc: Callable[[int], Buffer]
+) -> None:
+    program = device.compile(add_kernel())
+    a, b, c = alloc(256), alloc(256), alloc(256)
+    x, y = np.arange(64, dtype=np.float32), np.arange(64, dtype=np.float32)[::-1].copy()
+    device.pool.write(a, x)
+    device.pool.write(b, y)
+    done: list[bool] = []
+    device.scheduler.submit(Broken(lambda: done.append(True)))
+    device.launch(program, [a, b, c, 64])  # in the same window, after the failure
+    with pytest.raises(BackendError) as caught:
+        device.synchronize()
+    assert caught.value.status is ErrorStatus.MEMORY_COPY_H2P
+    assert isinstance(caught.value.__cause__, ValueError) and done == [True]
+    np.testing.assert_array_equal(read(device, c), x + y)
 
 
 def references(kind: type) -> int:
