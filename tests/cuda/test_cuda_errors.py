@@ -6,9 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hermetic import clean_environ
 
 if TYPE_CHECKING:
     from zyx_cuda.device import CudaDevice
@@ -16,21 +18,23 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.cuda
 
 
-def run_python(code: str, **env: str) -> str:
-    import os
-
+def run_python(code: str, home: Path, **env: str) -> str:
+    """The output of ``code`` run in a Python of its own, with ``home`` as its empty home
+    (``hermetic``) and ``env``."""
     result = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, **env},
+        env=clean_environ(home, **env),
     )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
-def test_without_a_driver_cuda_is_quarantined_and_the_host_works(no_gpu: None) -> None:
+def test_without_a_driver_cuda_is_quarantined_and_the_host_works(
+    no_gpu: None, tmp_path: Path
+) -> None:
     out = run_python(
         """
         import zyx
@@ -44,6 +48,7 @@ def test_without_a_driver_cuda_is_quarantined_and_the_host_works(no_gpu: None) -
         except zyx.PluginError as error:
             print("PluginError", type(error.__cause__).__name__)
         """,
+        tmp_path,
         ZYX_PLUGINS="cuda,host",
     )
     names, state, error = out.strip().splitlines()
@@ -53,7 +58,7 @@ def test_without_a_driver_cuda_is_quarantined_and_the_host_works(no_gpu: None) -
 
 
 @pytest.mark.gpu
-def test_an_illegal_address_surfaces_at_the_next_read(gpu: None) -> None:
+def test_an_illegal_address_surfaces_at_the_next_read(gpu: None, tmp_path: Path) -> None:
     out = run_python(
         """
         import numpy as np
@@ -74,7 +79,8 @@ def test_an_illegal_address_surfaces_at_the_next_read(gpu: None) -> None:
             device.pool.read(buf, np.empty(32, np.float32))
         except BackendError as error:
             print(error.status.name, error.context)
-        """
+        """,
+        tmp_path,
     )
     assert out.startswith("KERNEL_SYNC") and "CUDA_ERROR_ILLEGAL_ADDRESS" in out
 
