@@ -1,14 +1,13 @@
-"""The staging lanes cover a copy exactly, in chunks no larger than a slot, and share its
-chunks out by who is free. Runs without a GPU: the driver calls are replaced by host
-memcpys, "device" memory is a numpy array; the native lanes (``native.c``) call the same
-stand-ins through C function pointers."""
+"""The staging lanes cover a copy exactly, in chunks no larger than a slot, share its chunks
+out by who is free, and reuse a slot only once its last DMA is done. Runs without a GPU: the
+driver calls are replaced by host memcpys, "device" memory is a numpy array; the native
+lanes (``native.c``) call the same stand-ins through C function pointers."""
 
 from __future__ import annotations
 
 import ctypes
 import itertools
 import threading
-import time
 import types
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +20,8 @@ pytest.importorskip("cuda.bindings.driver")
 from native_build import native_module  # noqa: E402
 
 from zyx.backend import byte_view  # noqa: E402
-from zyx_cuda import staging  # noqa: E402
+from zyx.errors import BackendError, ErrorStatus  # noqa: E402
+from zyx_cuda import errors, staging  # noqa: E402
 
 pytestmark = pytest.mark.cuda
 
@@ -43,25 +43,59 @@ class FakeDriver:
         self.threads: list[int] = []
         """The thread that made each of ``copies``."""
         self.slow: int | None = None
-        """A thread whose copies take 5 ms (``slow_down``): the first to copy."""
+        """A thread held at its first copy until the others copied all the rest
+        (``slow_down``)."""
+        self.chunks = 0
+        """The chunks of the copy that ``slow`` is in."""
+        self.log: list[tuple[str, int]] = []
+        """In order: ``("htod", source)``, ``("dtoh", destination)``, ``("record", event)``,
+        ``("sync", event)``."""
+        self.left: dict[str, int] = {}
+        """Calls of a name (``cuMemHostAlloc``, ``cuEventCreate``) that succeed before it
+        fails (out of memory)."""
+        self.freed: list[int] = []
+        """Pinned memory and events given back."""
         self._events = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
 
-    def slow_down(self) -> None:
-        """From now on, the first thread to copy is slow: a lane on a busy core."""
-        self.slow = 0
+    def slow_down(self, chunks: int) -> None:
+        """In the next copy, of ``chunks`` chunks, the first thread to copy is held at its
+        copy until the others copied all the rest: a lane on a core busy for that long.
+        (At most 10 s: lanes that cannot take its share leave it to the held one.)"""
+        self.slow, self.chunks = 0, chunks
+
+    def _spend(self, call: str) -> bool:
+        """Whether ``call`` may succeed (``left``)."""
+        left = self.left.get(call)
+        if left is not None:
+            self.left[call] = left - 1
+        return left is None or left > 0
 
     def cuMemHostAlloc(self, nbytes: int, flags: int) -> tuple[int, int]:
+        if not self._spend("cuMemHostAlloc"):
+            return 2, 0  # CUDA_ERROR_OUT_OF_MEMORY
         self.pinned.append(np.zeros(nbytes, np.uint8))
         return 0, self.pinned[-1].ctypes.data
 
+    def cuMemFreeHost(self, ptr: int) -> tuple[int]:
+        self.freed.append(ptr)
+        return (0,)
+
     def cuEventCreate(self, flags: int) -> tuple[int, int]:
+        if not self._spend("cuEventCreate"):
+            return 2, 0
         return 0, next(self._events)
 
+    def cuEventDestroy(self, event: int) -> tuple[int]:
+        self.freed.append(event)
+        return (0,)
+
     def cuEventRecord(self, event: int, stream: object) -> tuple[int]:
+        self._logged("record", int(event))
         return (0,)
 
     def cuEventSynchronize(self, event: int) -> tuple[int]:
+        self._logged("sync", int(event))
         return (0,)
 
     def cuStreamSynchronize(self, stream: object) -> tuple[int]:
@@ -75,14 +109,20 @@ class FakeDriver:
         return 1, 0  # CUDA_ERROR_INVALID_VALUE: memory the driver does not know
 
     def cuMemcpyHtoDAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[int]:
+        self._logged("htod", src)
         self._copied(dst, size)
         ctypes.memmove(dst, src, size)
         return (0,)
 
     def cuMemcpyDtoHAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[int]:
+        self._logged("dtoh", dst)
         self._copied(src, size)
         ctypes.memmove(dst, src, size)
         return (0,)
+
+    def _logged(self, call: str, handle: int) -> None:
+        with self._lock:
+            self.log.append((call, handle))
 
     def _copied(self, device: int, size: int) -> None:
         thread = threading.get_ident()
@@ -91,8 +131,10 @@ class FakeDriver:
             self.threads.append(thread)
             if self.slow == 0:
                 self.slow = thread
-        if thread == self.slow:
-            time.sleep(0.005)
+            if thread == self.slow:
+                self._lock.wait_for(lambda: len(self.copies) >= self.chunks, timeout=10)
+            else:
+                self._lock.notify_all()
 
 
 _INT, _PTR, _U64, _SIZE = ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_size_t
@@ -191,16 +233,16 @@ def test_staged_copies_tile_the_range_and_round_trip(
 def test_a_slow_lane_takes_fewer_chunks(
     lanes_of: Callable[[int], staging.Staging], direction: str
 ) -> None:
-    """The lanes take the next chunk not yet taken, so one slowed down (here: 5 ms a
-    copy) leaves its share to the others instead of finishing last."""
-    lanes, chunks = lanes_of(4), 200
+    """The lanes take the next chunk not yet taken, so one held up at its first chunk
+    leaves the rest to the others instead of finishing its share last."""
+    lanes, chunks = lanes_of(4), 40
     fake: FakeDriver = lanes.driver  # type: ignore[attr-defined]
     data = np.random.default_rng(2).integers(0, 256, chunks * SLOT, dtype=np.uint8)
     device = np.zeros_like(data)
     if direction == "download":
         device[:] = data
         data = np.zeros_like(data)
-    fake.slow_down()
+    fake.slow_down(chunks)
     if direction == "upload":
         lanes.upload(device.ctypes.data, byte_view(data), stream=0)
     else:
@@ -208,7 +250,62 @@ def test_a_slow_lane_takes_fewer_chunks(
     np.testing.assert_array_equal(device, data)
     assert covered(fake.copies, device.ctypes.data, chunks * SLOT)
     slow = fake.threads.count(fake.slow)
-    assert slow < chunks / 4 / 4, f"the slow lane copied {slow} of {chunks} chunks"
+    assert slow == 1, f"the held lane copied {slow} of {chunks} chunks"
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_a_slot_is_filled_only_once_its_last_dma_is_done(
+    lanes_of: Callable[[int], staging.Staging], threads: int
+) -> None:
+    """An upload returns while its last DMAs may still read the slots, and the next copy
+    (here a download, then an upload, each on a stream of its own) may come at once: a
+    lane fills a slot, by memcpy or DMA, only after waiting for the event recorded after
+    the slot's last DMA."""
+    lanes = lanes_of(threads)
+    fake: FakeDriver = lanes.driver  # type: ignore[attr-defined]
+    rng = np.random.default_rng(threads)
+    nbytes = 7 * SLOT + 5
+    data, device = rng.integers(0, 256, (2, nbytes), dtype=np.uint8), np.zeros(nbytes, np.uint8)
+    back = np.zeros(nbytes, np.uint8)
+    lanes.upload(device.ctypes.data, byte_view(data[0]), stream=1)
+    lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=2)
+    lanes.upload(device.ctypes.data, byte_view(data[1]), stream=3)
+    np.testing.assert_array_equal(back, data[0])
+    events = {slot.ptr: int(slot.event) for pair in lanes._lanes for slot in pair}
+    pending: set[int] = set()  # events recorded, not waited for since
+    for call, handle in fake.log:
+        if call == "record":
+            pending.add(handle)
+        elif call == "sync":
+            pending.discard(handle)
+        else:  # a DMA from or into a slot: the slot was filled or is now
+            assert events[handle] not in pending, f"{call} of slot {handle:#x} in {fake.log}"
+
+
+@pytest.mark.parametrize("failing", ["cuMemHostAlloc", "cuEventCreate"])
+def test_slots_made_before_one_failed_are_freed(
+    fake: FakeDriver, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    """Pinned memory is scarce: slots allocated before one could not be are given back,
+    and a later copy tries again."""
+    monkeypatch.setattr(errors.driver, "cuGetErrorString", lambda result: (0, b"stubbed"))
+    context = types.SimpleNamespace(activate=lambda: None)
+    lanes = staging.Staging(context, threads=3, slot_bytes=SLOT)  # type: ignore[arg-type]
+    data = np.random.default_rng(3).integers(0, 256, 5 * SLOT, dtype=np.uint8)
+    device = np.zeros_like(data)
+    fake.left[failing] = 4
+    with pytest.raises(BackendError) as caught:
+        lanes.upload(device.ctypes.data, byte_view(data), stream=0)
+    statuses = {
+        "cuMemHostAlloc": ErrorStatus.MEMORY_ALLOCATION,
+        "cuEventCreate": ErrorStatus.INITIALIZATION,
+    }
+    assert caught.value.status is statuses[failing]
+    events = [1, 2, 3, 4]  # the fake's, counted from 1: four made before the failure
+    assert sorted(fake.freed) == sorted([p.ctypes.data for p in fake.pinned] + events)
+    del fake.left[failing]
+    lanes.upload(device.ctypes.data, byte_view(data), stream=0)
+    np.testing.assert_array_equal(device, data)
 
 
 def test_small_copies_skip_staging(fake: FakeDriver) -> None:

@@ -211,11 +211,18 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
     Lane l;
     if (parse_lane(args, nargs, &l))
         return NULL;
-    int status = 0, slot = 0, more;
+    int status = 0, slot = 0, more = 0;
     const char *call = NULL;
     Chunk c, next;
     Py_BEGIN_ALLOW_THREADS
-    more = claim(&l, &c);
+    /* An upload returns while its last DMAs, on another stream, may still read the slots:
+     * wait for each slot's last use before the first DMA into it. Later DMAs into a slot
+     * follow the lane's own wait for it (before its chunk is copied out). */
+    for (int s = 0; s < 2 && call == NULL; s++)
+        if ((status = event_sync(l.events[s])))
+            call = "cuEventSynchronize";
+    if (call == NULL)
+        more = claim(&l, &c);
     if (more)
         call = fetch(&l, slot, &c, &status);
     while (call == NULL && more) {

@@ -83,12 +83,21 @@ class _Slot:
         self.ptr = check(
             ErrorStatus.MEMORY_ALLOCATION, "cuMemHostAlloc", driver.cuMemHostAlloc(nbytes, 0)
         )
-        self.event = check(
-            ErrorStatus.INITIALIZATION,
-            "cuEventCreate",
-            driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING),
-        )
+        try:
+            self.event = check(
+                ErrorStatus.INITIALIZATION,
+                "cuEventCreate",
+                driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DISABLE_TIMING),
+            )
+        except BaseException:
+            driver.cuMemFreeHost(self.ptr)
+            raise
         self.used = False
+
+    def free(self) -> None:
+        """Give the slot back to the driver (it was never used)."""
+        driver.cuEventDestroy(self.event)
+        driver.cuMemFreeHost(self.ptr)
 
     def record(self, stream: Any, status: ErrorStatus) -> None:
         check(status, "cuEventRecord", driver.cuEventRecord(self.event, stream))
@@ -222,11 +231,24 @@ class Staging:
 
     def _ready(self) -> tuple[list[tuple[_Slot, _Slot]], ThreadPoolExecutor]:
         if self._workers is None:
-            self._lanes = [
-                (_Slot(self.slot_bytes), _Slot(self.slot_bytes)) for _ in range(self.threads)
-            ]
+            slots = _allocate(2 * self.threads, self.slot_bytes)
+            self._lanes = list(zip(slots[0::2], slots[1::2]))
             self._workers = ThreadPoolExecutor(self.threads, thread_name_prefix="zyx-cuda-staging")
         return self._lanes, self._workers
+
+
+def _allocate(count: int, nbytes: int) -> list[_Slot]:
+    """``count`` slots; where one cannot be had, the others are freed (pinned memory is
+    scarce, and nothing else would free them)."""
+    slots: list[_Slot] = []
+    try:
+        for _ in range(count):
+            slots.append(_Slot(nbytes))
+    except BaseException:
+        for slot in slots:
+            slot.free()
+        raise
+    return slots
 
 
 def _synchronize(stream: Any) -> None:
