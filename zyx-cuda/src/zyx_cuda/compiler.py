@@ -103,15 +103,12 @@ def include_dir() -> Path | None:
 class Compiler:
     """Compiles CUDA C for one compute capability, through the on-disk cache."""
 
-    def __init__(self, capability: tuple[int, int], *, fast_math: bool = False) -> None:
+    def __init__(self, capability: tuple[int, int]) -> None:
         self.target = target(capability)
-        self.fast_math = fast_math
         self._cache = DiskCache("cuda")
 
     def options(self, source: Source) -> list[str]:
         opts = [f"--gpu-architecture={self.target}", "-default-device", "--std=c++17"]
-        if self.fast_math:
-            opts.append("--use_fast_math")
         if "#include" in source.code:
             folder = include_dir()
             if folder is None:
