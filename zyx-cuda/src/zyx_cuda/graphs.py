@@ -5,7 +5,8 @@ captured child graph for a library program), with edges only where launches shar
 buffer (read-after-write, write-after-read, write-after-write), so independent launches may
 run concurrently. It is instantiated on the first replay. ``set_arg`` between replays
 updates the instantiated nodes in place (``cuGraphExecKernelNodeSetParams``), unless the
-rebinding changes which launches share buffers: then the graph is built again.
+rebinding changes which launches share buffers, or which have work-groups (a launch without
+is an empty node): then the graph is built again.
 
 A replay is one command on the device's streams, whose reads and writes are the union of
 its launches', so it is ordered against ordinary launches and copies like any other.
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from zyx_cuda.device import CudaDevice
 
 Launch = tuple[Program, list[Arg]]
+Layout = tuple[list[tuple[int, ...]], list[bool]]
+"""What a graph's nodes follow from: each launch's ``dependencies``, and whether it has
+work-groups (a kernel node) or none (an empty node)."""
 
 
 def accesses(program: Program, args: Sequence[Arg]) -> tuple[list[Buffer], list[Buffer]]:
@@ -72,8 +76,9 @@ class GraphRecording(Recording):
         self._graph: Any = None
         self._exec: Any = None
         self._nodes: list[Any] = []
-        self._edges: list[tuple[int, ...]] = []
+        self._layout: Layout = ([], [])
         self._rebound: set[int] = set()
+        self._programs: tuple[CudaProgram, ...] = ()
         self._buffers: tuple[Buffer, ...] = ()
         self._reads: tuple[Buffer, ...] = ()
         self._writes: tuple[Buffer, ...] = ()
@@ -101,11 +106,7 @@ class GraphRecording(Recording):
             self._build()
         elif self._rebound:
             self._rebind()
-        for buf in self._buffers:
-            if buf.refcount <= 0:
-                raise BackendError(
-                    ErrorStatus.INCORRECT_KERNEL_ARG, f"recorded {buf!r} was released"
-                )
+        self._check_live()
         streams = device.streams
         queue = streams.select(self._reads, self._writes)
         check(
@@ -115,13 +116,33 @@ class GraphRecording(Recording):
         )
         streams.commit(queue, self._reads, self._writes)
 
+    def _check_live(self) -> None:
+        """Refuse a replay whose graph points into a released program's module (unloaded
+        once its queued work is done) or a released buffer."""
+        for program in self._programs:
+            if program.released:
+                raise _released(program)
+        for buf in self._buffers:
+            if buf.refcount <= 0:
+                raise _released(buf)
+
     def _build(self) -> None:
         """Create the graph's nodes and instantiate it. The template graph is kept: its
-        node handles are what ``set_node`` updates in the instantiated graph."""
-        self._edges = dependencies(self.launches)
+        node handles are what ``set_node`` updates in the instantiated graph. Where a step
+        fails, what was made is destroyed."""
+        try:
+            self._make_graph()
+        except BaseException:
+            self._discard()
+            raise
+        self._rebound.clear()
+        self._collect_accesses()
+
+    def _make_graph(self) -> None:
+        self._layout = self._layout_now()
         self._graph = check(ErrorStatus.KERNEL_LAUNCH, "cuGraphCreate", driver.cuGraphCreate(0))
         self._nodes = []
-        for (program, args), after in zip(self.launches, self._edges):
+        for (program, args), after in zip(self.launches, self._layout[0]):
             assert isinstance(program, CudaProgram)
             deps = [self._nodes[j] for j in after]
             self._nodes.append(program.add_node(self._graph, deps, args))
@@ -130,12 +151,15 @@ class GraphRecording(Recording):
             "cuGraphInstantiate",
             driver.cuGraphInstantiate(self._graph, 0),
         )
-        self._rebound.clear()
-        self._collect_accesses()
+
+    def _layout_now(self) -> Layout:
+        working = [0 not in program.groups(args) for program, args in self.launches]
+        return dependencies(self.launches), working
 
     def _rebind(self) -> None:
-        """Apply ``set_arg``s to the instantiated graph, or rebuild it if edges changed."""
-        if dependencies(self.launches) != self._edges:
+        """Apply ``set_arg``s to the instantiated graph, or rebuild it if its layout
+        changed."""
+        if self._layout_now() != self._layout:
             self._discard()
             self._build()
             return
@@ -158,6 +182,7 @@ class GraphRecording(Recording):
         self._writes = tuple(written)
         self._reads = tuple(b for b in read if b not in written)
         self._buffers = self._reads + self._writes
+        self._programs = tuple(dict.fromkeys(cast(CudaProgram, p) for p, _ in self.launches))
 
     def _discard(self) -> None:
         """Drop the graph; in-flight replays finish (the driver frees it after them)."""
@@ -168,3 +193,7 @@ class GraphRecording(Recording):
         if self._graph is not None:
             driver.cuGraphDestroy(self._graph)
             self._graph = None
+
+
+def _released(what: Program | Buffer) -> BackendError:
+    return BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, f"recorded {what!r} was released")

@@ -248,15 +248,16 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
  * objects, already checked and packed, or only other buffers, on a stream with no
  * cross-stream hazard. For those, ``Launcher.submit`` does it here, with zyx's tracker.c
  * (compiled ahead of this file); anything else (new scalars, a hazard, another context
- * current) goes to the Python ``submit``, which decides everything afresh. Nothing is
- * changed before that choice is made, so the Python path sees the state the C path saw.
+ * current, no work-group: nothing to launch) goes to the Python ``submit``, which decides
+ * everything afresh. Nothing is changed before that choice is made, so the Python path
+ * sees the state the C path saw.
  */
 
 typedef struct {
     PyObject_HEAD
     ZyxTracking tracking;
     PyObject *fallback; /* the generated Python submit */
-    PyObject *packed;   /* list: the argument objects the block holds */
+    PyObject *packed;   /* list: the argument objects the block holds (or a sentinel) */
     PyObject *grid;     /* list: work-groups per axis of the packed arguments */
     PyObject *failure;  /* failure(CUresult) -> the exception to raise */
     Py_ssize_t handle_at;
@@ -407,7 +408,7 @@ static PyObject *launcher_submit(Launcher *self, PyObject *args) {
     long groups[3];
     for (int i = 0; i < 3; i++) {
         groups[i] = zyx_small_int(PyList_GET_ITEM(self->grid, i));
-        if (groups[i] < 0 || groups[i] > (long)UINT32_MAX)
+        if (groups[i] <= 0 || groups[i] > (long)UINT32_MAX)
             return launcher_fallback(self, args);
     }
     ZyxTracking *t = &self->tracking;

@@ -49,6 +49,10 @@ _SCALAR_CODES = {
 }  # fmt: skip
 _STATIC_SHARED_LIMIT = 48 * 1024
 _launch_kernel = driver.cuLaunchKernel
+_EMPTY = object()
+"""What ``ArgBlock.packed`` holds where its slot holds no argument: never an argument (as
+``None`` may be), since the native ``Launcher`` takes an argument identical to the packed
+one as checked."""
 
 
 class CudaProgram(Program):
@@ -61,6 +65,8 @@ class CudaProgram(Program):
         self.prepare: Callable[[Sequence[Arg]], Prepared] = self.inspect
         """``inspect``, and where the program has one, readies its argument block for the
         next ``enqueue``: the launch path's one pass over the arguments."""
+        self.released = False
+        """Whether the device released the program (its native resources go, or went)."""
 
     def submit(self, args: Sequence[Arg]) -> None:
         """``Device.launch`` of this program, its device already checked: the arguments
@@ -77,6 +83,7 @@ class CudaProgram(Program):
     def retire(self) -> None:
         super().retire()
         self.prepare = self.submit = self.refused  # type: ignore[method-assign]
+        self.released = True
 
     @abstractmethod
     def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
@@ -116,8 +123,8 @@ class ArgBlock:
         self.address = ctypes.addressof(self._pointers)
         """The ``void**`` to pass as ``kernelParams``."""
         self._kinds, self._dtypes = tuple(kinds), tuple(dtypes)
-        self.packed: list[object] = [None] * len(codes)
-        """The argument objects the slots hold (``None`` where they hold none)."""
+        self.packed: list[object] = [_EMPTY] * len(codes)
+        """The argument objects the slots hold (``_EMPTY`` where they hold none)."""
         self.grid = [0, 0, 0]
         """The work-groups per axis of the launch the slots were packed for."""
 
@@ -155,7 +162,7 @@ class ArgBlock:
             "slots": self._slots,
             "packed": self.packed,
             "grid": self.grid,
-            "unpacked": [None] * len(values),
+            "unpacked": [_EMPTY] * len(values),
             "struct_error": struct.error,
             "out_of_range": _out_of_range,
             "round_to": round_to,
@@ -217,9 +224,12 @@ class KernelProgram(CudaProgram):
             launch,
             address=fast is not None,
         )
-        activate = ["if current.context is not context:", "    context.activate()"]
+        work = ["if current.context is not context:", "    context.activate()", *schedule]
+        symbolic = [f"g{axis}" for axis, d in enumerate(self.global_size) if not isinstance(d, int)]
+        if symbolic:  # a Variable may leave an axis no work-group: nothing to launch then
+            work = [f"if {' and '.join(symbolic)}:", *(f"    {line}" for line in work)]
         submit = self.specialize(
-            [*pack, *activate, *schedule],
+            [*pack, *work],
             {
                 **names,
                 **scheduling,
@@ -260,6 +270,8 @@ class KernelProgram(CudaProgram):
         return cuda_error(ErrorStatus.KERNEL_LAUNCH, f"cuLaunchKernel({self.name})", result)
 
     def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
+        if 0 in groups:  # no work-group: nothing to run (the driver refuses a zero grid)
+            return
         gx, gy, gz = groups
         bx, by, bz = self.local_size
         (result,) = _launch_kernel(
@@ -269,8 +281,11 @@ class KernelProgram(CudaProgram):
             raise cuda_error(ErrorStatus.KERNEL_LAUNCH, f"cuLaunchKernel({self.name})", result)
 
     def node_params(self, args: Sequence[Arg]) -> Any:
-        """Kernel node parameters for ``args``; the driver copies the argument values."""
+        """Kernel node parameters for ``args`` (the driver copies the argument values);
+        ``None`` where the launch has no work-group."""
         _, _, groups = self.prepare(args)
+        if 0 in groups:
+            return None
         params = driver.CUDA_KERNEL_NODE_PARAMS()
         params.func = self.function
         params.gridDimX, params.gridDimY, params.gridDimZ = groups
@@ -280,18 +295,23 @@ class KernelProgram(CudaProgram):
         return params
 
     def add_node(self, graph: Any, deps: Sequence[Any], args: Sequence[Arg]) -> Any:
-        return check(
-            ErrorStatus.KERNEL_LAUNCH,
-            "cuGraphAddKernelNode",
-            driver.cuGraphAddKernelNode(graph, list(deps), len(deps), self.node_params(args)),
-        )
+        params, status = self.node_params(args), ErrorStatus.KERNEL_LAUNCH
+        if params is None:  # no work-group: a node that keeps the graph's order, no kernel
+            empty = driver.cuGraphAddEmptyNode(graph, list(deps), len(deps))
+            return check(status, "cuGraphAddEmptyNode", empty)
+        kernel = driver.cuGraphAddKernelNode(graph, list(deps), len(deps), params)
+        return check(status, "cuGraphAddKernelNode", kernel)
 
     def set_node(self, graph_exec: Any, node: Any, args: Sequence[Arg]) -> None:
-        check(
-            ErrorStatus.KERNEL_LAUNCH,
-            "cuGraphExecKernelNodeSetParams",
-            driver.cuGraphExecKernelNodeSetParams(graph_exec, node, self.node_params(args)),
-        )
+        """The recording rebuilds its graph where a launch gains or loses its work-groups,
+        so ``node`` is a kernel node exactly where ``args`` have work-groups."""
+        params = self.node_params(args)
+        if params is not None:
+            check(
+                ErrorStatus.KERNEL_LAUNCH,
+                "cuGraphExecKernelNodeSetParams",
+                driver.cuGraphExecKernelNodeSetParams(graph_exec, node, params),
+            )
 
     def unload(self) -> None:
         if self.module is None:
