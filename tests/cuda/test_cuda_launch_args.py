@@ -92,7 +92,7 @@ def sides(kernel: Kernel | None = None) -> list[Side]:
     try:
         plain = python.compile(kernel or fill_kernel())
     finally:
-        programs.steady = steady  # type: ignore[assignment]
+        programs.steady = steady
     stepped = native.compile(kernel or fill_kernel())
     assert hasattr(stepped.submit, "__self__") and not hasattr(plain.submit, "__self__")
     return [(native, stepped), (python, plain)]
