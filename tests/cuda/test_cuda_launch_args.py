@@ -51,6 +51,11 @@ def test_ints_out_of_their_dtype_range_are_refused() -> None:
     stubbed("range")
 
 
+def test_a_float_past_f32s_range_is_an_infinity() -> None:
+    """As C converts it, and as the host and OpenCL backends pass it."""
+    stubbed("overflow")
+
+
 def test_a_launch_without_work_groups_launches_nothing() -> None:
     stubbed("empty")
 
@@ -144,6 +149,27 @@ def check_range(stand_ins: StandIns) -> None:
     assert messages[0] == messages[1]  # the same message on either path
 
 
+def check_overflow(stand_ins: StandIns) -> None:
+    import ctypes
+    import math
+
+    from zyx.dtypes import DType
+    from zyx.ir import KernelBuilder, ParamKind
+
+    kb = KernelBuilder("scale")
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    v = kb.variable(DType.F32, "v")
+    i = kb.local(0, 32)
+    out[i] = out[i] * v
+    for device, program in sides(kb.build()):
+        a = device.pool.allocate(4 * 32)
+        for value, want in ((1e300, math.inf), (-1e300, -math.inf), (0.1, 0.10000000149011612)):
+            device.launch(program, [a, value])
+            ((*_, params),) = stand_ins.launches()
+            slot = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))[1]
+            assert ctypes.c_float.from_address(slot).value == want, (value, want)
+
+
 def check_empty(stand_ins: StandIns) -> None:
     for device, program in sides():
         a = device.pool.allocate(4 * N)
@@ -211,7 +237,10 @@ def check_graphs(stand_ins: StandIns) -> None:
     assert since() == [] and stand_ins.launches() == []
 
 
-CHECKS = {"none": check_none, "range": check_range, "empty": check_empty, "graphs": check_graphs}
+CHECKS = {
+    "none": check_none, "range": check_range, "overflow": check_overflow, "empty": check_empty,
+    "graphs": check_graphs,
+}  # fmt: skip
 
 
 def main(check: str) -> str:

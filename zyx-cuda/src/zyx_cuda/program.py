@@ -130,9 +130,10 @@ class ArgBlock:
 
     def packing(self) -> tuple[list[str], dict[str, object]]:
         """Lines for ``Program.specialize`` that write a launch's checked arguments ``a0``,
-        ``a1``, ... into the slots with one ``struct.pack_into``, and the names they use. A
-        scalar out of its C type's range is IncorrectKernelArg."""
-        values = []
+        ``a1``, ... into the slots with one ``struct.pack_into``, and the names they use. An
+        int scalar out of its C type's range is IncorrectKernelArg; a float one past its
+        dtype's range is an infinity."""
+        values, rounded = [], []
         for i, (kind, dtype) in enumerate(zip(self._kinds, self._dtypes)):
             if kind is not ParamKind.VARIABLE:
                 values.append(f"a{i}.handle")
@@ -141,6 +142,8 @@ class ArgBlock:
                 values.append(f"round_to(float(a{i}), DType.{dtype.name})")
             else:
                 values.append(f"a{i}")
+            f32 = kind is ParamKind.VARIABLE and dtype is DType.F32
+            rounded.append(f"round_to(float(a{i}), DType.F32)" if f32 else values[-1])
         if not values:
             return [], {}
         args = [f"a{i}" for i in range(len(values))]
@@ -154,6 +157,8 @@ class ArgBlock:
             "    except struct_error as error:",
             "        packed[:] = unpacked",
             "        raise out_of_range(error) from error",
+            "    except OverflowError:  # a float past f32's range: an infinity, as C converts",
+            f"        pack_into(slots, 0, {', '.join(rounded)})",
             f"    packed[:] = ({', '.join(args)},)",
             "    grid[:] = (g0, g1, g2)",
         ]
