@@ -72,12 +72,21 @@ CAUGHT_BY = {
 """Each fault, and tests of the suite that must fail on it."""
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A compiler cache of this module's own: faulty kernels never reach the user's, and
+    the tests share the kernels they have in common."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture
-def faulty(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def faulty(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache: Path) -> None:
     """The process registry replaced by one holding only ``faulty_backend``, importable
-    from this folder, in an environment without zyx variables or config file."""
+    from this folder, in an environment without zyx variables or config file, with a
+    compiler cache of its own."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("ZYX_")}
     environ.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(cache))
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [FAULTY]))
 

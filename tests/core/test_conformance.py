@@ -67,8 +67,10 @@ def test_without_area():
 
 
 @pytest.fixture
-def host_registry(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]) -> None:
-    """The process registry replaced by one with only the host, in a clean environment."""
+def host_registry(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path) -> None:
+    """The process registry replaced by one with only the host, in a clean environment,
+    with a compiler cache of its own (the cache reads ``os.environ``, not the registry's)."""
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [HOST]))
 
 
