@@ -2,21 +2,26 @@
 
 Its config section names the fault (``faulty.fault``); each is a way a real backend can
 be wrong, and the conformance suite must fail on it. ``""`` is the host device unchanged.
+``faulty.narrow`` is no fault: the device declares small limits, which the suite must
+respect.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from zyx.backend import Arg, Buffer, Device, MemoryPool, Program, Recording
+from zyx.backend import Arg, Buffer, Device, DeviceInfo, MemoryPool, Program, Recording, Scalar
+from zyx.codegen.c import round_to
 from zyx.config import BackendSection
 from zyx.dtypes import DType
-from zyx.errors import BackendError, ErrorStatus
+from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.hookspecs import BackendSpec, ProbeResult, hookimpl
-from zyx.host.device import HostDevice
+from zyx.host.codegen import HostDialect
+from zyx.host.device import CompiledProgram, HostDevice
 from zyx.host.pool import HostPool
-from zyx.ir import Barrier, Binary, BOp, Const, Kernel, Op, Range, SymDim, Unary, UOp
+from zyx.ir import Barrier, Binary, BOp, Const, Kernel, Op, ParamKind, Range, SymDim, Unary, UOp
+from zyx.ir.verify import check_limits
 
 ZYX_PLUGIN_API = "1.0"
 
@@ -41,8 +46,41 @@ KERNEL_FAULTS = {
 
 DEVICE_FAULTS = frozenset(
     {"every 7th launch skipped", "launch_timed returns 0", "set_arg ignored",
-     "limits unenforced", "arguments unchecked"}
+     "limits unenforced", "arguments unchecked", "int scalars unchecked",
+     "zero work-groups raise", "limits overstated"}
 )  # fmt: skip
+
+
+def _truncated(value: Scalar, bits: int, signed: bool) -> int:
+    """``value``'s low ``bits``, read as a signed or unsigned number."""
+    low = int(value) & ((1 << bits) - 1)
+    return low - (1 << bits) if signed and low >> (bits - 1) else low
+
+
+SCALAR_FAULTS: dict[str, Callable[[DType, Scalar], Scalar]] = {
+    "f64 scalars passed as f32": lambda dtype, value: (
+        round_to(value, DType.F32) if dtype is DType.F64 else value
+    ),
+    "f32 and f64 scalars rounded to f16": lambda dtype, value: (
+        round_to(value, DType.F16) if dtype in (DType.F32, DType.F64) else value
+    ),
+    "64-bit int scalars truncated to 32 bits": lambda dtype, value: (
+        _truncated(value, 32, dtype.is_signed) if dtype in (DType.I64, DType.U64) else value
+    ),
+    "16- and 32-bit int scalars truncated to 8 bits": lambda dtype, value: (
+        _truncated(value, 8, dtype.is_signed)
+        if dtype in (DType.I16, DType.U16, DType.I32, DType.U32)
+        else value
+    ),
+}
+"""Faults of passing ``Variable``s to the kernel, after they passed the argument check:
+each maps a Variable's dtype and value to the value the kernel gets."""
+
+DIALECT_FAULTS = frozenset(
+    {"int-float casts through i8", "bool x / 0 and x % 0 give 1",
+     "f16 results keep only bf16 precision"}
+)  # fmt: skip
+"""Faults of the rendered C (``FaultyDialect``)."""
 
 POOL_FAULTS = frozenset(
     {"reads ignore the offset", "writes ignore the offset", "copies do nothing",
@@ -50,7 +88,10 @@ POOL_FAULTS = frozenset(
      "ranges unchecked"}
 )  # fmt: skip
 
-FAULTS = frozenset(KERNEL_FAULTS) | DEVICE_FAULTS | POOL_FAULTS
+FAULTS = (
+    frozenset(KERNEL_FAULTS) | DEVICE_FAULTS | POOL_FAULTS | frozenset(SCALAR_FAULTS)
+    | DIALECT_FAULTS
+)  # fmt: skip
 
 
 class FaultySection(BackendSection):
@@ -58,6 +99,49 @@ class FaultySection(BackendSection):
 
     fault: str = ""
     """One of ``FAULTS``, or ``""`` for none."""
+    narrow: bool = False
+    """Declare one-dimensional groups of at most 32 work-items and 4 KiB of local memory:
+    no fault, a small device on which the suite must pass, sizing its kernels or skipping."""
+
+
+_TRUNCATE_TO_BF16 = """\
+static inline float zyx_fault_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  u &= 0xffff0000u;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+"""
+
+
+class FaultyDialect(HostDialect):
+    """The host's C with one of ``DIALECT_FAULTS``."""
+
+    def __init__(self, fault: str, *, native_f16: bool) -> None:
+        super().__init__(native_f16=native_f16)
+        self.fault = fault
+
+    def preamble(self, kernel: Kernel) -> str:
+        return super().preamble(kernel) + _TRUNCATE_TO_BF16
+
+    def cast(self, x: str, src: DType, dst: DType) -> str:
+        between = DType.BOOL not in (src, dst) and src.is_float != dst.is_float
+        if self.fault == "int-float casts through i8" and between:
+            return super().cast(f"(int8_t)({x})", DType.I8, dst)
+        return super().cast(x, src, dst)
+
+    def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+        # A GPU's unguarded integer division by zero gives all ones, where a CPU traps.
+        guarded = dtype is DType.BOOL and op in (BOp.DIV, BOp.MOD)
+        if self.fault == "bool x / 0 and x % 0 give 1" and guarded:
+            return f"({b} ? {a} {'/' if op is BOp.DIV else '%'} {b} : 1)"
+        return super().binary(op, a, b, dtype)
+
+    def round16(self, x: str, dtype: DType) -> str:
+        if self.fault == "f16 results keep only bf16 precision" and dtype is DType.F16:
+            x = f"zyx_fault_bf16({x})"
+        return super().round16(x, dtype)
 
 
 class FaultyPool(HostPool):
@@ -98,10 +182,25 @@ class FaultyPool(HostPool):
 class FaultyDevice(HostDevice):
     backend = "faulty"
 
-    def __init__(self, fault: str) -> None:
+    def __init__(self, fault: str, narrow: bool = False) -> None:
         super().__init__(FaultyPool(fault))
         self.fault = fault
         self.launches = 0
+        self.real_info = self.info
+        """The limits the device keeps, whatever ``info`` states."""
+        self.over_real_limits: set[Program] = set()
+        if narrow:
+            self.info = self.real_info = dataclasses.replace(
+                self.info, max_local_threads=32, max_local_work_dims=(32, 1, 1),
+                local_mem_size=4096,
+            )  # fmt: skip
+        if fault == "limits overstated":
+            x, y, z = self.info.max_local_work_dims
+            self.info = dataclasses.replace(
+                self.info, max_local_threads=4 * self.info.max_local_threads,
+                max_local_work_dims=(4 * x, 4 * y, 4 * z),
+                local_mem_size=4 * self.info.local_mem_size,
+            )  # fmt: skip
 
     @property
     def name(self) -> str:
@@ -114,10 +213,28 @@ class FaultyDevice(HostDevice):
             kernel = Kernel(kernel.name, ops)
         if self.fault == "limits unenforced":
             return self._compile_unlimited(kernel)
-        program = super().compile(kernel)
+        program = (
+            self._compile_c(kernel) if self.fault in DIALECT_FAULTS else super().compile(kernel)
+        )
         if self.fault == "arguments unchecked":
             program.check_args = lambda args: None  # type: ignore[method-assign]
+        if self.fault == "int scalars unchecked":
+            program.check_args = _without_int_ranges(program)  # type: ignore[method-assign]
+        if self.fault == "limits overstated" and not _fits(kernel, self.real_info):
+            self.over_real_limits.add(program)
         return program
+
+    def _compile_c(self, kernel: Kernel) -> Program:
+        """Compile as the host does, from the C of a ``FaultyDialect``."""
+        if self._compiler is None or self.toolchain is None:
+            raise BackendError(ErrorStatus.KERNEL_COMPILATION, f"{self.fault}: no C compiler")
+        try:
+            check_limits(kernel, self.info)
+        except IRError as error:
+            raise BackendError(ErrorStatus.KERNEL_COMPILATION, str(error)) from error
+        dialect = FaultyDialect(self.fault, native_f16=self.toolchain.native_f16)
+        library, function = self._compiler.compile(dialect.render(kernel))
+        return CompiledProgram(self, kernel, library, function)
 
     def _compile_unlimited(self, kernel: Kernel) -> Program:
         """Compile as if the device had no limits, while ``info`` still states them."""
@@ -133,6 +250,15 @@ class FaultyDevice(HostDevice):
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         self.launches += 1
+        if self.fault in SCALAR_FAULTS:
+            program.check_args(args)
+            args = _spoiled(SCALAR_FAULTS[self.fault], program, args)
+        if self.fault == "zero work-groups raise":
+            program.check_args(args)
+            if 0 in program.groups(args):
+                raise BackendError(ErrorStatus.KERNEL_LAUNCH, "grid of zero blocks")
+        if program in self.over_real_limits:
+            raise BackendError(ErrorStatus.KERNEL_LAUNCH, "too many resources requested")
         if self.fault != "every 7th launch skipped" or self.launches % 7:
             super().launch(program, args)
 
@@ -147,6 +273,41 @@ class FaultyDevice(HostDevice):
         return recording
 
 
+def _spoiled(
+    spoil: Callable[[DType, Scalar], Scalar], program: Program, args: Sequence[Arg]
+) -> list[Arg]:
+    """``args`` with each ``Variable``'s value spoiled."""
+    kinds, dtypes = program.param_kinds, program.param_dtypes
+    return [
+        spoil(dtype, arg) if kind is ParamKind.VARIABLE and not isinstance(arg, Buffer) else arg
+        for arg, kind, dtype in zip(args, kinds, dtypes)
+    ]
+
+
+def _without_int_ranges(program: Program) -> Callable[[Sequence[Arg]], None]:
+    """``program``'s argument check without the range of int ``Variable``s: out of it, a
+    value wraps in its C type."""
+    check = program.check_args
+    ints = [
+        kind is ParamKind.VARIABLE and not dtype.is_float
+        for kind, dtype in zip(program.param_kinds, program.param_dtypes)
+    ]
+
+    def check_args(args: Sequence[Arg]) -> None:
+        ranged = [i < len(ints) and ints[i] and type(arg) is int for i, arg in enumerate(args)]
+        check([0 if unranged else arg for arg, unranged in zip(args, ranged)])
+
+    return check_args
+
+
+def _fits(kernel: Kernel, info: DeviceInfo) -> bool:
+    try:
+        check_limits(kernel, info)
+    except IRError:
+        return False
+    return True
+
+
 def probe() -> ProbeResult:
     return ProbeResult(available=True, devices=1)
 
@@ -154,7 +315,7 @@ def probe() -> ProbeResult:
 def open_faulty(section: FaultySection) -> Sequence[Device]:
     if section.fault and section.fault not in FAULTS:
         raise BackendError(ErrorStatus.INITIALIZATION, f"no fault {section.fault!r}")
-    return [FaultyDevice(section.fault)]
+    return [FaultyDevice(section.fault, section.narrow)]
 
 
 @hookimpl

@@ -68,6 +68,40 @@ CAUGHT_BY = {
         "test_errors.py::test_write_out_of_range_is_refused[4096-4]",
         "test_errors.py::test_read_out_of_range_is_refused[-1-4]",
     ],
+    "f64 scalars passed as f32": ["test_dtypes.py::test_variable_scalars[f64]"],
+    "f32 and f64 scalars rounded to f16": [
+        "test_dtypes.py::test_variable_scalars[f32]",
+        "test_dtypes.py::test_variable_scalars[f64]",
+    ],
+    "64-bit int scalars truncated to 32 bits": [
+        "test_dtypes.py::test_variable_scalars[i64]",
+        "test_dtypes.py::test_variable_scalars[u64]",
+    ],
+    "16- and 32-bit int scalars truncated to 8 bits": [
+        "test_dtypes.py::test_variable_scalars[i16]",
+        "test_dtypes.py::test_variable_scalars[u32]",
+    ],
+    "int scalars unchecked": [
+        "test_errors.py::test_int_variable_out_of_range_is_refused[i32-1099511627776]",
+        "test_errors.py::test_int_variable_out_of_range_is_refused[u32--1]",
+    ],
+    "int-float casts through i8": [
+        "test_dtypes.py::test_cast[i32-f32]",
+        "test_dtypes.py::test_cast[f64-i16]",
+    ],
+    "bool x / 0 and x % 0 give 1": [
+        "test_numerics.py::test_binary[div-bool]",
+        "test_numerics.py::test_binary[mod-bool]",
+    ],
+    "f16 results keep only bf16 precision": [
+        "test_numerics.py::test_binary[mul-f16]",
+        "test_numerics.py::test_unary[sqrt-f16]",
+    ],
+    "zero work-groups raise": ["test_device.py::test_zero_work_groups_do_nothing"],
+    "limits overstated": [
+        "test_device.py::test_a_group_of_max_local_threads",
+        "test_device.py::test_local_memory_up_to_the_limit",
+    ],
 }
 """Each fault, and tests of the suite that must fail on it."""
 
@@ -91,15 +125,15 @@ def faulty(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache: Path) -> None
     monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [FAULTY]))
 
 
-def run_suite(fault: str, tests: list[str]) -> Report:
-    """The suite's ``tests`` (``module::test id``) on the faulty device with ``fault``."""
-    zyx.plugins.configure(faulty={"fault": fault})
+def run_suite(tests: list[str], fault: str = "", narrow: bool = False) -> Report:
+    """The suite's ``tests`` (``module::test id``, or a module) on the faulty device."""
+    zyx.plugins.configure(faulty={"fault": fault, "narrow": narrow})
     return run("faulty", suite=[str(SUITE / test) for test in tests])
 
 
 @pytest.mark.parametrize("fault", list(CAUGHT_BY))
 def test_the_suite_fails_on(fault: str) -> None:
-    report = run_suite(fault, CAUGHT_BY[fault])
+    report = run_suite(CAUGHT_BY[fault], fault)
     failed = {_id(r.test) for r in report.with_outcome(Outcome.FAILED)}
     missed = [test for test in CAUGHT_BY[fault] if test not in failed]
     assert not missed, f"{fault!r} went unnoticed by {missed}:\n{report.output}"
@@ -107,9 +141,20 @@ def test_the_suite_fails_on(fault: str) -> None:
 
 def test_the_same_tests_pass_without_a_fault() -> None:
     tests = sorted({test for tests in CAUGHT_BY.values() for test in tests})
-    report = run_suite("", tests)
+    report = run_suite(tests)
     passed = {_id(r.test) for r in report.with_outcome(Outcome.PASSED)}
     assert passed >= set(tests), report.output
+
+
+def test_a_device_with_small_limits_passes() -> None:
+    """Kernels are sized to the device's limits, or their tests skip: on a device of
+    one-dimensional groups of 32 work-items, the device and errors areas pass."""
+    report = run_suite(["test_device.py", "test_errors.py"], narrow=True)
+    outcomes = {_id(r.test): r.outcome for r in report.results}
+    assert not report.with_outcome(Outcome.FAILED), report.output
+    assert outcomes["test_device.py::test_three_axis_groups"] is Outcome.PASSED
+    assert outcomes["test_device.py::test_a_group_of_max_local_threads"] is Outcome.PASSED
+    assert outcomes["test_device.py::test_tiled_matmul"] is Outcome.SKIPPED
 
 
 def _id(nodeid: str) -> str:

@@ -17,10 +17,10 @@ import numpy as np
 
 from zyx.backend import Buffer, Device, MemoryPool, Program, Scalar
 from zyx.dtypes import DType
-from zyx.ir import Kernel
+from zyx.ir import Kernel, ParamKind
 from zyx.ir.interpreter import interpret
 from zyx.testing.kernels import LOCAL, Elementwise, elementwise
-from zyx.testing.numerics import Array, assert_close, assert_poison, poisoned
+from zyx.testing.numerics import OP_BOUNDS, Array, assert_close, assert_poison, poisoned
 
 HostArg: TypeAlias = "Array | Scalar"
 """One launch argument on the host side: an array for a buffer param, else a scalar."""
@@ -74,9 +74,13 @@ def reference(kernel: Kernel, args: Args) -> list[Array]:
     """Run ``kernel`` in the IR interpreter with every float op in float64.
 
     Float arrays are widened to float64 (exactly); the results of float buffers are float64.
-    The caller's arrays are not modified.
+    A float ``Variable`` is the value of its dtype that a device holds, in float64: the
+    Python float rounded to the dtype. The caller's arrays are not modified.
     """
-    wide = [_widen(arg) if isinstance(arg, np.ndarray) else arg for arg in args]
+    wide = [
+        _widen(arg) if isinstance(arg, np.ndarray) else _held(arg, param.kind, param.dtype)
+        for arg, param in zip(args, kernel.params, strict=True)
+    ]
     interpret(kernel, wide, compute=np.float64)
     return [arg for arg in wide if isinstance(arg, np.ndarray)]
 
@@ -84,6 +88,15 @@ def reference(kernel: Kernel, args: Args) -> list[Array]:
 def _widen(array: Array) -> Array:
     """A float64 copy of a float array (bf16 included), else a plain copy."""
     return array.astype(np.float64) if DType.from_numpy(array.dtype).is_float else array.copy()
+
+
+def _held(arg: HostArg, kind: ParamKind, dtype: DType) -> HostArg:
+    """A ``Variable``'s value as a device holds it: floats rounded to ``dtype`` as the
+    interpreter rounds them natively (f16 straight from the Python float, bf16 through
+    float32), integers as they are."""
+    if kind is not ParamKind.VARIABLE or not dtype.is_float or isinstance(arg, np.ndarray):
+        return arg
+    return float(np.array(arg).astype(dtype.numpy))
 
 
 class Buffers:
@@ -129,7 +142,7 @@ class Outcome:
 
     def check(self) -> None:
         """Raise ``AssertionError`` unless ``out`` matches ``ref`` and ``tail`` is untouched."""
-        assert_close(self.out, self.ref, self.part.output, what=self.part.name)
+        assert_close(self.out, self.ref, self.part.output, self.part.name, OP_BOUNDS)
         assert_poison(self.tail, self.part.output, what=f"{self.part.name} past n")
 
 

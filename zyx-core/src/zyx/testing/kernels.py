@@ -18,11 +18,12 @@ from dataclasses import dataclass
 from math import ceil, log2
 from typing import TYPE_CHECKING
 
+import ml_dtypes
 import numpy as np
 
 from zyx.dtypes import DType, DTypeCapability
 from zyx.ir import INDEX, BOp, Kernel, KernelBuilder, ParamKind, Storage, UOp, Value, ceil_div
-from zyx.testing.numerics import Array, random
+from zyx.testing.numerics import Array, random, spread
 
 if TYPE_CHECKING:
     from zyx.backend import DeviceInfo
@@ -38,7 +39,9 @@ MATH = DTypeCapability.MATH
 STORAGE = DTypeCapability.STORAGE
 
 _FLOAT_ONLY_UNARY = frozenset(UOp) - {UOp.NEG, UOp.BITNOT, UOp.ABS}
-_BOOL_BINARY = (BOp.OR, BOp.AND, BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.NOTEQ, BOp.EQ)
+_BOOL_BINARY = (
+    BOp.OR, BOp.AND, BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.NOTEQ, BOp.EQ, BOp.DIV, BOp.MOD,
+)  # fmt: skip
 _NUMERIC_BINARY = (
     BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.MAX,
     BOp.NOTEQ, BOp.EQ,
@@ -98,7 +101,8 @@ def unary_ops(dtype: DType) -> tuple[UOp, ...]:
 
 
 def binary_ops(dtype: DType) -> tuple[BOp, ...]:
-    """The binary ops defined on ``dtype`` (logical ``or``/``and`` only on bools)."""
+    """The binary ops defined on ``dtype`` (logical ``or``/``and`` only on bools; bools
+    divide as integers, ``x / 0`` and ``x % 0`` giving 0, where C is undefined)."""
     if dtype is DType.BOOL:
         return _BOOL_BINARY
     if dtype.is_float:
@@ -159,7 +163,8 @@ def division_edges(op: BOp, dtype: DType) -> Elementwise:
 
 
 def cast(src: DType, dst: DType) -> Elementwise:
-    """``out = (dst) x``, on values that ``dst`` can hold (zeros included, for bool)."""
+    """``out = (dst) x``, on values across ``src``'s range where C defines the conversion
+    (zeros included, for bool)."""
     return Elementwise(
         name=f"cast_{src}_to_{dst}",
         inputs=(src,),
@@ -263,18 +268,39 @@ def _int_operands(op: BOp, dtype: DType) -> Sampler:  # noqa: C901 - one domain 
 
 
 def _cast_domain(src: DType, dst: DType) -> Sampler:
-    """Values of ``src`` in [-100, 100] (non-negative where C leaves a float-to-unsigned
-    conversion undefined), an eighth of them zero."""
-    low = 0 if not src.is_signed or (src.is_float and not dst.is_signed) else -100
+    """Values across ``src``'s range (:func:`spread`) where C defines the conversion to
+    ``dst``, an eighth of them zero."""
+    top, signed = _cast_bound(src, dst)
 
     def sample(rng: np.random.Generator, n: int) -> list[Array]:
         if src is DType.BOOL:
             return [random(rng, src, n)]
-        x = random(rng, src, n, low, 100)
+        x = spread(rng, src, n, top, signed)
         x[rng.random(n) < 0.125] = 0
         return [x]
 
     return sample
+
+
+def _cast_bound(src: DType, dst: DType) -> tuple[float, bool]:
+    """The magnitudes below which C defines the conversion of a ``src`` value to ``dst``,
+    and whether for negative values: any value of an integer to an integer (narrowing wraps
+    modulo 2**bits) and to bool; to a float, values within its finite range; a float to an
+    integer, values whose truncation the integer holds (none negative, for unsigned)."""
+    top = _end(src)
+    if dst.is_float:
+        return min(top, _end(dst)), src.is_signed
+    if src.is_float and dst.is_int:
+        return min(top, _end(dst)), dst.is_signed
+    return top, src.is_signed
+
+
+def _end(dtype: DType) -> float:
+    """The smallest magnitude past ``dtype``'s range: the largest finite float (whose own
+    conversion is left out), or the largest integer plus one."""
+    if dtype.is_float:
+        return float(ml_dtypes.finfo(dtype.numpy).max)
+    return dtype.int_range[1] + 1
 
 
 def _signed(rng: np.random.Generator, dtype: DType, n: int, low: float, high: float) -> Array:
@@ -402,4 +428,42 @@ def local_memory(nbytes: int) -> Kernel:
         scratch[j] = j.cast(DType.F32)
     kb.barrier()
     out[0] = scratch[length - 1]
+    return kb.build()
+
+
+def store_variables(dtypes: Sequence[DType]) -> Kernel:
+    """``out_k[0] = v_k`` for each of ``dtypes``: ``Variable``s stored as they came.
+
+    Params: an output per dtype (GlobalMut, one element), then a ``Variable`` per dtype in
+    the same order. One work-item.
+    """
+    kb = KernelBuilder("store_variables")
+    outs = [kb.param(dtype, ParamKind.GLOBAL_MUT) for dtype in dtypes]
+    values = [kb.variable(dtype) for dtype in dtypes]
+    kb.local(0, 1)
+    for out, value in zip(outs, values):
+        out[0] = value
+    return kb.build()
+
+
+def reverse_in_local_memory(length: int, local: int = LOCAL) -> Kernel:
+    """``out[k] = x[length - 1 - k]`` through an f32 array of ``length`` in local memory:
+    ``local`` work-items of one group each stage every ``local``-th element, wait at a
+    barrier, and write every ``local``-th element from the other end.
+
+    Params: ``x`` (Global f32), ``out`` (GlobalMut f32), each ``length`` elements or more.
+    """
+    kb = KernelBuilder("reverse_in_local_memory")
+    x, out = kb.param(DType.F32), kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    item = kb.local(0, local)
+    scratch = kb.define(DType.F32, length, Storage.LOCAL)
+    with kb.loop(ceil(length / local)) as j:
+        k = j * local + item
+        with kb.if_(k < length):
+            scratch[k] = x[k]
+    kb.barrier()
+    with kb.loop(ceil(length / local)) as j:
+        k = j * local + item
+        with kb.if_(k < length):
+            out[k] = scratch[kb.const(length - 1, INDEX) - k]
     return kb.build()

@@ -1,6 +1,7 @@
 """The device contract: compile and launch kernels that use every kind of range, local
-memory and barriers, loops and conditionals; timed launches; programs released and
-compiled again; recordings; chains of dependent launches."""
+memory and barriers, loops and conditionals; zero work-groups; groups at the device's
+limits; timed launches; programs released and compiled again; recordings; chains of
+dependent launches."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 
 from zyx.backend import Arg, Device, MemoryPool
 from zyx.dtypes import DType, DTypeCapability
-from zyx.errors import BackendError, ErrorStatus
-from zyx.ir import BOp
+from zyx.errors import BackendError, ErrorStatus, IRError
+from zyx.ir import INDEX, BOp, Kernel, check_limits
 from zyx.ir.examples import matmul
 from zyx.testing._suite import Require
 from zyx.testing.harness import Buffers, HostArg, compiled, launch, reference, run
@@ -23,9 +24,11 @@ from zyx.testing.kernels import (
     elementwise,
     grid3d,
     group_sum,
+    local_threads,
     positive_prefix_sums,
+    reverse_in_local_memory,
 )
-from zyx.testing.numerics import assert_close, assert_prefix, poisoned, random
+from zyx.testing.numerics import assert_close, assert_poison, assert_prefix, poisoned, random
 
 pytestmark = pytest.mark.zyx_area("device")
 
@@ -79,9 +82,12 @@ def test_work_group_tree_reduction(
 
 def test_tiled_matmul(device: Device, rng: np.random.Generator, require: Require) -> None:
     """2-D groups of 2-D work-items, tiles in local memory, barriers inside a loop; no size
-    is a multiple of the tile."""
+    is a multiple of the tile, the largest of 8, 4 and 2 that the device's limits allow."""
     require(DType.F32, ARITHMETIC)
-    example = matmul(37, 45, 29, tile=8)
+    tiles = (matmul(37, 45, 29, tile) for tile in (8, 4, 2))
+    example = next((e for e in tiles if _fits(device, e.kernel)), None)
+    if example is None:
+        pytest.skip(f"{device.name}'s limits allow no 2 x 2 tile: {_local_limits(device)}")
     args = example.arguments(rng)
     got = run(device, example.kernel, args)
     assert_close(got[2], reference(example.kernel, args)[2], DType.F32, "c = a @ b")
@@ -106,8 +112,10 @@ def test_loop_and_if_with_register_accumulator(
 
 
 def test_three_axis_groups(device: Device, rng: np.random.Generator, require: Require) -> None:
+    """Groups and work-items on all three axes: (4, 2, 2) work-items, fewer on an axis
+    where the device allows fewer."""
     require(DType.I32, ARITHMETIC)
-    shape, local = (5, 10, 13), (4, 2, 2)
+    shape, local = (5, 10, 13), _within_limits(device, (4, 2, 2))
     kernel = grid3d(shape, local)
     size = shape[0] * shape[1] * shape[2]
     args = [random(rng, DType.I32, size, -1000, 1000), poisoned(DType.I32, size)]
@@ -245,6 +253,90 @@ def test_buffers_released_during_a_launch_stay_alive(
         device.synchronize()
         want = reference(kernel, [x, poisoned(DType.F32, n), 3.0, -1.0, n])[1]
         assert_close(bufs.get(by, DType.F32), want, DType.F32, "result")
+
+
+def test_zero_work_groups_do_nothing(
+    device: Device, pool: MemoryPool, local: int, rng: np.random.Generator, require: Require
+) -> None:
+    """A ``Variable`` that makes no work-groups (``n = 0``) is allowed: the launch, timed or
+    not, raises nothing and writes nothing, and the device goes on working."""
+    require(DType.F32, ARITHMETIC)
+    n = 3 * local
+    x = random(rng, DType.F32, n)
+    kernel = axpb(DType.F32, local)
+    with compiled(device, kernel) as program, Buffers(pool) as bufs:
+        bx, by = bufs.put(x), bufs.put(poisoned(DType.F32, n))
+        device.launch(program, [bx, by, 1.5, -0.25, 0])
+        ns = device.launch_timed(program, [bx, by, 1.5, -0.25, 0])
+        assert isinstance(ns, int) and ns >= 0, f"launch_timed returned {ns!r}"
+        device.synchronize()
+        assert_poison(bufs.get(by, DType.F32), DType.F32, "output of zero work-groups")
+        device.launch(program, [bx, by, 1.5, -0.25, n])
+        want = reference(kernel, [x, poisoned(DType.F32, n), 1.5, -0.25, n])[1]
+        assert_close(bufs.get(by, DType.F32), want, DType.F32, "the launch after them")
+
+
+def test_a_group_of_max_local_threads(device: Device, require: Require) -> None:
+    """A group of exactly ``max_local_threads`` work-items (on two axes where one cannot
+    hold them) runs every work-item once."""
+    require(INDEX, STORAGE)
+    sizes = _full_group(device)
+    kernel = local_threads(sizes)
+    threads = sizes[0] * sizes[1]
+    args: list[HostArg] = [poisoned(INDEX, threads + 8)]
+    got = run(device, kernel, args)
+    assert_prefix(got[0], reference(kernel, args)[0], INDEX, threads, f"{sizes} work-items")
+
+
+def test_local_memory_up_to_the_limit(
+    device: Device, local: int, rng: np.random.Generator, require: Require
+) -> None:
+    """A group uses all of ``local_mem_size`` (in whole f32s): every element it staged there
+    comes back, read by another work-item after a barrier."""
+    require(DType.F32, STORAGE)
+    length = device.info.local_mem_size // 4
+    if length == 0:
+        pytest.skip(f"{device.name} has {device.info.local_mem_size} bytes of local memory")
+    x = random(rng, DType.F32, length)
+    kernel = reverse_in_local_memory(length, local)
+    got = run(device, kernel, [x, poisoned(DType.F32, length + local)])
+    assert_prefix(got[1], x[::-1], DType.F32, length, f"{length * 4} bytes reversed")
+
+
+def _fits(device: Device, kernel: Kernel) -> bool:
+    """Whether ``kernel`` is within the device's limits."""
+    try:
+        check_limits(kernel, device.info)
+    except IRError:
+        return False
+    return True
+
+
+def _within_limits(device: Device, local: tuple[int, int, int]) -> tuple[int, int, int]:
+    """``local`` shrunk to the device's limits: each axis to its own, then the largest
+    halved until the group is within ``max_local_threads``."""
+    sizes = [min(size, limit) for size, limit in zip(local, device.info.max_local_work_dims)]
+    while sizes[0] * sizes[1] * sizes[2] > device.info.max_local_threads:
+        largest = sizes.index(max(sizes))
+        sizes[largest] = max(1, sizes[largest] // 2)
+    return sizes[0], sizes[1], sizes[2]
+
+
+def _full_group(device: Device) -> tuple[int, int]:
+    """Work-items ``(x, y)`` of a group of exactly ``max_local_threads``, the most on axis
+    0; skips where the per-axis limits allow no such group on two axes."""
+    limit = device.info.max_local_threads
+    x_max, y_max = device.info.max_local_work_dims[:2]
+    for x in range(min(limit, x_max), 0, -1):
+        if limit % x == 0 and limit // x <= y_max:
+            return x, limit // x
+    pytest.skip(f"no two axes hold a group of {limit}: {_local_limits(device)}")
+
+
+def _local_limits(device: Device) -> str:
+    """The device's limits on a group's work-items, for a skip's reason."""
+    threads, dims = device.info.max_local_threads, device.info.max_local_work_dims
+    return f"max_local_threads {threads}, max_local_work_dims {dims}"
 
 
 BUILTIN_NAMES = (

@@ -11,7 +11,15 @@ from zyx.dtypes import DType, DTypeCapability
 from zyx.testing._suite import ELEMENTS, Batches, Require
 from zyx.testing.harness import HostArg, reference, run
 from zyx.testing.kernels import axpb, cast, copy
-from zyx.testing.numerics import assert_close, assert_poison, assert_prefix, poisoned, random
+from zyx.testing.numerics import (
+    OP_BOUNDS,
+    Array,
+    assert_close,
+    assert_poison,
+    assert_prefix,
+    poisoned,
+    random,
+)
 
 pytestmark = pytest.mark.zyx_area("dtype")
 
@@ -47,30 +55,40 @@ def test_cast(batches: Batches, src: DType, dst: DType) -> None:
     batches.outcome(f"casts_from_{src}", parts, cast(src, dst)).check()
 
 
-_SCALARS = {
-    # x's range, alpha, beta: no overflow in the narrowest dtype of the kind
-    "float": ((-4.0, 4.0), 1.5, -0.25),
-    "signed": ((-10, 10), 3, -5),
-    "unsigned": ((1, 10), 3, 7),
-}
-
-
 @pytest.mark.parametrize("dtype", [d for d in DType if d is not DType.BOOL], ids=str)
 def test_variable_scalars(
     device: Device, local: int, require: Require, rng: np.random.Generator, dtype: DType
 ) -> None:
-    """``y = x * alpha + beta`` with ``alpha`` and ``beta`` passed as ``dtype`` scalars."""
+    """``y = x * alpha + beta`` with ``alpha`` and ``beta`` passed as ``dtype`` scalars that
+    no narrower type holds, so a scalar passed in fewer bits fails."""
     require(dtype, ARITHMETIC)
-    kind = "float" if dtype.is_float else "signed" if dtype.is_signed else "unsigned"
-    (low, high), alpha, beta = _SCALARS[kind]
+    x, alpha, beta = _axpb_operands(rng, dtype, ELEMENTS)
     kernel = axpb(dtype, local)
-    n = ELEMENTS
-    args: list[HostArg] = [
-        random(rng, dtype, n, low, high),
-        poisoned(dtype, n + local),
-        alpha,
-        beta,
-        n,
-    ]
+    args: list[HostArg] = [x, poisoned(dtype, ELEMENTS + local), alpha, beta, ELEMENTS]
     got, want = run(device, kernel, args), reference(kernel, args)
-    assert_prefix(got[1], want[1], dtype, n, f"x * {alpha} + {beta}")
+    assert_prefix(got[1], want[1], dtype, ELEMENTS, f"x * {alpha!r} + {beta!r}", OP_BOUNDS)
+
+
+def _axpb_operands(
+    rng: np.random.Generator, dtype: DType, n: int
+) -> tuple[Array, float | int, float | int]:
+    """``x``, ``alpha`` and ``beta`` for ``x * alpha + beta`` in ``dtype``.
+
+    Floats: random Python floats, which the device rounds to ``dtype`` (an f16 or bf16
+    Variable too, so its rounding is tested). Integers: magnitudes of at least half the
+    dtype's bits (64-bit ones at least 2**32), where ``|x| <= 10`` keeps the result in range.
+    """
+    if dtype.is_float:
+        alpha = float(rng.uniform(0.25, 4.0)) * float(rng.choice([-1, 1]))
+        return random(rng, dtype, n, -4, 4), alpha, float(rng.uniform(-4.0, 4.0))
+    top = dtype.int_range[1]
+    least = 1 << (dtype.itemsize * 4) if dtype.itemsize > 1 else 1
+    x = random(rng, dtype, n, -10 if dtype.is_signed else 1, 10)
+    alpha, beta = (_int_scalar(rng, dtype, least, most) for most in (top // 20, top // 2))
+    return x, alpha, beta
+
+
+def _int_scalar(rng: np.random.Generator, dtype: DType, least: int, most: int) -> int:
+    """A random int of magnitude in ``[least, most]``, of either sign where ``dtype`` has."""
+    magnitude = int(rng.integers(least, most, endpoint=True))
+    return -magnitude if dtype.is_signed and rng.random() < 0.5 else magnitude

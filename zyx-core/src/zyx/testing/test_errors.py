@@ -17,8 +17,8 @@ from zyx.host.pool import HostPool
 from zyx.ir import Kernel, KernelBuilder, ParamKind, ceil_div
 from zyx.testing._suite import Allocations
 from zyx.testing.harness import Buffers
-from zyx.testing.kernels import axpb, local_memory, local_threads
-from zyx.testing.numerics import assert_close, poisoned, random
+from zyx.testing.kernels import axpb, local_memory, local_threads, store_variables
+from zyx.testing.numerics import assert_close, assert_poison, poisoned, random
 
 pytestmark = pytest.mark.zyx_area("errors")
 
@@ -283,6 +283,51 @@ def test_refused_set_arg_keeps_the_recording(
             recording.set_arg(0, 2, bx)
         recording.replay()
         assert_close(bufs.get(by, DType.F32), x.astype(np.float64) * 2 + 1, DType.F32)
+
+
+OUT_OF_RANGE = [
+    (DType.I32, 1 << 40), (DType.I32, -(1 << 31) - 1), (DType.U32, -1), (DType.U32, 1 << 32),
+    (DType.I64, 1 << 63), (DType.U64, -1), (DType.U64, 1 << 64), (DType.I8, 128),
+    (DType.U8, 256), (DType.I16, -(1 << 15) - 1), (DType.U16, 1 << 16), (DType.BOOL, 2),
+]  # fmt: skip
+"""Int ``Variable`` dtypes, each with a value outside its range: just past an end, or far."""
+
+
+@pytest.fixture(scope="module")
+def variables(zyx_device: Device) -> Iterator[tuple[Program, list[DType]]]:
+    """``store_variables`` of every integer dtype (and bool) the device stores."""
+    dtypes = [d for d in DType if not d.is_float and zyx_device.info.supports(d)]
+    program = zyx_device.compile(store_variables(dtypes))
+    yield program, dtypes
+    zyx_device.release(program)
+
+
+@pytest.mark.parametrize("dtype, value", OUT_OF_RANGE, ids=str)
+def test_int_variable_out_of_range_is_refused(
+    device: Device,
+    pool: MemoryPool,
+    variables: tuple[Program, list[DType]],
+    dtype: DType,
+    value: int,
+) -> None:
+    """A value the native type would wrap is IncorrectKernelArg at launch, and nothing runs;
+    the ends of the range pass, exactly."""
+    program, dtypes = variables
+    if dtype not in dtypes:
+        pytest.skip(f"{device.name} does not claim STORAGE for {dtype}")
+    low, high = dtype.int_range
+    edges = [(high if value > high else low) if d is dtype else d.int_range[1] for d in dtypes]
+    with Buffers(pool) as bufs:
+        outs = [bufs.put(poisoned(d, 1)) for d in dtypes]
+        spoiled: list[Arg] = [value if d is dtype else edge for d, edge in zip(dtypes, edges)]
+        with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+            device.launch(program, [*outs, *spoiled])
+        device.synchronize()
+        for d, out in zip(dtypes, outs):
+            assert_poison(bufs.get(out, d), d, f"{d} output of the refused launch")
+        device.launch(program, [*outs, *edges])
+        for d, out, edge in zip(dtypes, outs, edges):
+            assert_close(bufs.get(out, d), np.array([edge], d.numpy), d, f"{d} Variable {edge}")
 
 
 # ---- device limits -------------------------------------------------------------------------
