@@ -9,6 +9,7 @@ respect.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 
 from zyx.backend import Arg, Buffer, Device, DeviceInfo, MemoryPool, Program, Recording, Scalar
@@ -51,6 +52,10 @@ DEVICE_FAULTS = frozenset(
 )  # fmt: skip
 
 
+_LARGEST = {DType.F16: 65504.0, DType.BF16: 3.3895313892515355e38, DType.F32: 3.4028234663852886e38}
+"""The largest finite value of the floats narrower than float64."""
+
+
 def _truncated(value: Scalar, bits: int, signed: bool) -> int:
     """``value``'s low ``bits``, read as a signed or unsigned number."""
     low = int(value) & ((1 << bits) - 1)
@@ -70,6 +75,11 @@ SCALAR_FAULTS: dict[str, Callable[[DType, Scalar], Scalar]] = {
     "16- and 32-bit int scalars truncated to 8 bits": lambda dtype, value: (
         _truncated(value, 8, dtype.is_signed)
         if dtype in (DType.I16, DType.U16, DType.I32, DType.U32)
+        else value
+    ),
+    "float scalars past their range saturate": lambda dtype, value: (
+        math.copysign(_LARGEST[dtype], value)
+        if dtype in _LARGEST and math.isinf(round_to(value, dtype))
         else value
     ),
 }

@@ -145,6 +145,8 @@ def test_a_wrongly_declared_backend_is_quarantined_and_every_other_works(
     assert reasons == {
         "plain": f"its config {Plain!r} is not a subclass of zyx.config.BackendSection",
         "required": "its config section Required has fields without defaults: path",
+        "raising": "its config section Raising fails on its defaults: "
+        "TypeError: a validator with a bug",
         "unranked": "its priority None is not an int",
         "nothing": "its probe returned None, not a ProbeResult",
         "nolibraries": "its probe returned ProbeResult(available=True, devices=1, reason='', "
@@ -163,8 +165,11 @@ def test_configure_refused_by_the_plugin_it_enables_changes_nothing(
     with pytest.raises(ConfigError, match="badspecs.levle = 2: unknown key"):
         reg.configure(badspecs={"enabled": True, "levle": 2})
     assert [d.backend for d in reg.devices()] == ["host"]
-    reg.configure(badspecs={"enabled": False})
-    assert reg.config.section("badspecs").enabled is False  # type: ignore[attr-defined]
+    plugin = {p.name: p for p in reg.plugins()}["badspecs"]
+    assert (plugin.state, plugin.backends) == (State.DISABLED, [])
+    assert reg.plugin_manager.get_plugin("badspecs") is None
+    reg.configure(badspecs={"enabled": True, "level": 2})  # the registry is not stuck
+    assert reg.config.section("badspecs").level == 2  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("value", ["0", "False", "off", "no"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from zyx.config import BackendSection
 from zyx.hookspecs import BackendSpec, ProbeResult, hookimpl
@@ -19,6 +19,12 @@ class Plain(BaseModel):
 
 class Required(BackendSection):
     path: str
+
+
+class Raising(BackendSection):
+    @model_validator(mode="after")
+    def broken(self) -> Raising:
+        raise TypeError("a validator with a bug")
 
 
 class Fine(BackendSection):
@@ -39,6 +45,7 @@ def zyx_backends() -> list[BackendSpec]:
     return [
         spec("plain", config=Plain),
         spec("required", config=Required),
+        spec("raising", config=Raising),
         spec("unranked", priority=None),
         spec("nothing", probe=lambda: None),
         spec("nolibraries", probe=lambda: ProbeResult(True, 1, libraries=None)),  # type: ignore[arg-type]

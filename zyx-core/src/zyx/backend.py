@@ -11,6 +11,8 @@ so a bad argument is an error before any native call, in every backend alike.
 
 from __future__ import annotations
 
+import reprlib
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
@@ -219,7 +221,8 @@ class Program:
     def check_args(self, args: Sequence[Arg]) -> None:
         """Raise IncorrectKernelArg unless ``args`` match the params in count, kind and pool:
         a live buffer of this device's pool for a buffer param, an ``int`` within its dtype's
-        range (or, for a float dtype, a ``float`` or ``int``) for a ``Variable``."""
+        range (or, for a float dtype, a ``float``, or an ``int`` within float64's range) for a
+        ``Variable``."""
         self.inspect(args)
 
     def retire(self) -> None:
@@ -270,7 +273,8 @@ class Program:
         for i, (kind, dtype) in enumerate(zip(kinds, self.param_dtypes)):
             a = args[i]
             if kind is ParamKind.VARIABLE and dtype.is_float:
-                ok = f"isinstance({a}, (float, int))"
+                # An int past float64's range could not be converted for the kernel.
+                ok = f"isinstance({a}, float) or isinstance({a}, int) and -fmax <= {a} <= fmax"
             elif kind is ParamKind.VARIABLE:  # a value out of range would wrap in the C type
                 low, high = dtype.int_range
                 ok = f"isinstance({a}, int) and {low} <= {a} <= {high}"
@@ -294,6 +298,7 @@ class Program:
             lines.append(f"    return ({reads}), ({writes}), (g0, g1, g2)")
         namespace: dict[str, Any] = {
             "Buffer": Buffer,
+            "fmax": _FMAX,
             "pool": self.device.pool,
             "count": partial(_count_error, self.name, count),
             "too_many": partial(_groups_error, self.name, self.device.name, limits),
@@ -334,6 +339,10 @@ def _groups_error(
     )
 
 
+_FMAX = int(sys.float_info.max)
+"""The largest int a float ``Variable`` takes: float64's largest value."""
+
+
 def _bad_arg(
     name: str,
     kinds: Sequence[ParamKind],
@@ -346,13 +355,13 @@ def _bad_arg(
     if kind is not ParamKind.VARIABLE:
         want = f"a live buffer of {pool}"
     elif dtype.is_float:
-        want = f"a {dtype} scalar (a float or an int)"
+        want = f"a {dtype} scalar (a float, or an int within float64's range)"
     else:
         low, high = dtype.int_range
         want = f"a {dtype} scalar: an int in [{low}, {high}]"
     return BackendError(
         ErrorStatus.INCORRECT_KERNEL_ARG,
-        f"{name}: argument {i} ({kind.value} {dtype}) must be {want}, got {arg!r}",
+        f"{name}: argument {i} ({kind.value} {dtype}) must be {want}, got {reprlib.repr(arg)}",
     )
 
 

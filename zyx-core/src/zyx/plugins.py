@@ -351,21 +351,37 @@ class Registry:
             overrides, previous = self._overrides | changes, self._overrides
             self._validate(overrides)
             self._overrides, self._config = overrides, None
+            imported = self._import_enabled()
             try:
-                self._import_enabled()
                 self._ensure_config()
             except ConfigError:
                 # A plugin it enabled brought the section that refuses the change.
                 self._overrides, self._config = previous, None
+                for record in imported:
+                    self._unload(record)
                 self._ensure_config()
                 raise
 
-    def _import_enabled(self) -> None:
-        """Import the plugins that config had disabled before import and now enables."""
-        for record in self.plugins():
-            if record.state is State.DISABLED and not self._disabled_by(record.name):
-                record.enable()
-                self._import(record)
+    def _unload(self, record: PluginRecord) -> None:
+        """Set aside ``record``'s plugin, disabled as config has it (its module stays
+        imported: Python cannot unimport it, but zyx no longer uses it)."""
+        if self._manager.get_plugin(record.name) is not None:
+            self._manager.unregister(name=record.name)
+        record.backends.clear()
+        record.disable(self._disabled_by(record.name))
+
+    def _import_enabled(self) -> list[PluginRecord]:
+        """Import the plugins that config had disabled before import and now enables;
+        return them."""
+        enabled = [
+            record
+            for record in self.plugins()
+            if record.state is State.DISABLED and not self._disabled_by(record.name)
+        ]
+        for record in enabled:
+            record.enable()
+            self._import(record)
+        return enabled
 
     def _raw(self) -> RawConfig:
         assert self._sources is not None, "plugins() reads the sources first"
@@ -529,6 +545,8 @@ def _spec_refusal(spec: BackendSpec) -> str:
     except ValidationError as error:
         fields = ", ".join(".".join(map(str, e["loc"])) for e in error.errors())
         return f"its config section {section.__name__} has fields without defaults: {fields}"
+    except Exception as error:  # a validator of its own that fails
+        return f"its config section {section.__name__} fails on its defaults: {_describe(error)}"
     if not isinstance(spec.priority, int) or isinstance(spec.priority, bool):
         return f"its priority {spec.priority!r} is not an int"
     if not (callable(spec.probe) and callable(spec.open)):

@@ -153,12 +153,13 @@ class ArgBlock:
         lines = [
             f"if {' or '.join(f'{a} is not packed[{i}]' for i, a in enumerate(args))}:",
             "    try:",
-            f"        pack_into(slots, 0, {', '.join(values)})",
-            "    except struct_error as error:",
+            "        try:",
+            f"            pack_into(slots, 0, {', '.join(values)})",
+            "        except OverflowError:  # a float past f32's range: an infinity, as C converts",
+            f"            pack_into(slots, 0, {', '.join(rounded)})",
+            "    except (struct_error, OverflowError) as error:",
             "        packed[:] = unpacked",
             "        raise out_of_range(error) from error",
-            "    except OverflowError:  # a float past f32's range: an infinity, as C converts",
-            f"        pack_into(slots, 0, {', '.join(rounded)})",
             f"    packed[:] = ({', '.join(args)},)",
             "    grid[:] = (g0, g1, g2)",
         ]

@@ -133,8 +133,9 @@ class OpenCLProgram(Program):
             for i in self.scalar_positions
             if (dtype := self.param_dtypes[i]) in (DType.F16, DType.BF16)
         )
-        """f16 and bf16 scalars: passed as float, so rounded to their dtype first (from the
-        Python float: through float32 would round twice)."""
+        """f16 and bf16 scalars: passed as float, so rounded to their dtype first, f16 once
+        from the Python float (through float32 it would round twice), bf16 through float32
+        as the IR defines it."""
         # pyopencl packs scalars by these dtypes in one call (set_arg one by one costs µs).
         cl_kernel.set_scalar_arg_dtypes([
             None if kind is not ParamKind.VARIABLE else _SCALAR_DTYPES.get(dtype, dtype.numpy)

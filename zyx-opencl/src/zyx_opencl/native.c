@@ -397,11 +397,18 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
     return done;
 }
 
-/* Whether ``arg`` is plainly a value of scalar param ``i``: an exact float where it takes
- * one, else an exact int, within the param's range where it takes no float. */
+/* Whether ``arg`` is plainly a value of scalar param ``i``: an exact float, or an exact int
+ * a double holds, where it takes a float; else an exact int within the param's range. */
 static int plain_scalar(Enqueuer *self, Py_ssize_t i, PyObject *arg) {
-    if (self->takes_float[i])
-        return PyFloat_CheckExact(arg) || PyLong_CheckExact(arg);
+    if (self->takes_float[i] && PyFloat_CheckExact(arg))
+        return 1;
+    if (self->takes_float[i] && PyLong_CheckExact(arg)) {
+        if (PyLong_AsDouble(arg) == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        return 1;
+    }
     if (!PyLong_CheckExact(arg))
         return 0;
     int overflow;

@@ -87,7 +87,7 @@ def round_to(value: float, dtype: DType) -> float:
     """``value`` rounded to the nearest ``dtype`` float (ties to even), as a Python float;
     past the dtype's range, an infinity."""
     try:
-        return _round_to(value, dtype)
+        return _round_to(float(value), dtype)  # an int converts first: struct refuses big ones
     except OverflowError:
         return math.copysign(math.inf, value)
 

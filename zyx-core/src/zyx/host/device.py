@@ -157,7 +157,8 @@ class CompiledProgram(HostProgram):
                 bound[i] = buf
         for i, scalar, rounded in self._scalars:
             value = args[i]
-            # Rounded from the Python float: through float first would round twice.
+            # f16 rounded once, from the Python float (bf16 through float32, as the IR
+            # defines it): converting to float first would round f16 twice.
             scalar.value = value if rounded is None else round_to(cast(float, value), rounded)
         self._function(argv, threads)
 

@@ -330,6 +330,37 @@ def test_int_variable_out_of_range_is_refused(
             assert_close(bufs.get(out, d), np.array([edge], d.numpy), d, f"{d} Variable {edge}")
 
 
+@pytest.fixture(scope="module")
+def float_variables(zyx_device: Device) -> Iterator[tuple[Program, list[DType]]]:
+    """``store_variables`` of every float dtype the device stores."""
+    dtypes = [d for d in DType if d.is_float and zyx_device.info.supports(d)]
+    program = zyx_device.compile(store_variables(dtypes))
+    yield program, dtypes
+    zyx_device.release(program)
+
+
+def test_float_variable_past_float64_is_refused_and_past_its_dtype_is_infinite(
+    device: Device, pool: MemoryPool, float_variables: tuple[Program, list[DType]]
+) -> None:
+    """An int no float64 holds is IncorrectKernelArg at launch, and nothing runs; a float
+    past its dtype's range arrives as an infinity of its sign, as C converts it."""
+    program, dtypes = float_variables
+    past = [-1e300 if d is DType.F64 else (-1) ** k * 1e300 for k, d in enumerate(dtypes)]
+    want = [-1e300 if d is DType.F64 else (-1) ** k * np.inf for k, d in enumerate(dtypes)]
+    with Buffers(pool) as bufs:
+        outs = [bufs.put(poisoned(d, 1)) for d in dtypes]
+        for big in (1 << 1024, -(10**400)):
+            with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+                device.launch(program, [*outs, *past[:-1], big])
+        device.synchronize()
+        for d, out in zip(dtypes, outs):
+            assert_poison(bufs.get(out, d), d, f"{d} output of the refused launch")
+        device.launch(program, [*outs, *past])
+        for d, out, value in zip(dtypes, outs, want):
+            got = bufs.get(out, d).astype(np.float64)
+            assert got[0] == value, f"{d} Variable {value}: got {got[0]}"
+
+
 # ---- device limits -------------------------------------------------------------------------
 
 
