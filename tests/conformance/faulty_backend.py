@@ -93,7 +93,8 @@ DIALECT_FAULTS = frozenset(
 """Faults of the rendered C (``FaultyDialect``)."""
 
 POOL_FAULTS = frozenset(
-    {"reads ignore the offset", "writes ignore the offset", "copies do nothing",
+    {"reads ignore the offset", "writes ignore the offset", "writes take the caller's data late",
+     "copies do nothing",
      "out of memory raises MemoryError", "free bytes drift", "release frees at once",
      "ranges unchecked"}
 )  # fmt: skip
@@ -158,11 +159,19 @@ class FaultyPool(HostPool):
     def __init__(self, fault: str) -> None:
         super().__init__()
         self.fault = fault
+        self.late_writes: list[tuple[Buffer, memoryview, int]] = []
+        """Writes not done yet, which read the caller's memory when the next read comes."""
 
     def _read(self, buf: Buffer, view: memoryview, offset: int) -> None:
+        for late in self.late_writes:
+            super()._write(*late)
+        self.late_writes.clear()
         super()._read(buf, view, 0 if self.fault == "reads ignore the offset" else offset)
 
     def _write(self, buf: Buffer, view: memoryview, offset: int) -> None:
+        if self.fault == "writes take the caller's data late":
+            self.late_writes.append((buf, view, offset))
+            return
         super()._write(buf, view, 0 if self.fault == "writes ignore the offset" else offset)
 
     def _copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:

@@ -102,8 +102,9 @@ class MemoryPool(ABC):
             self._free(buf)
 
     def write(self, buf: Buffer, data: Any, offset: int = 0) -> None:
-        """Copy host ``data`` into ``buf`` at byte ``offset``. May return before it is done;
-        the pool keeps ``data`` alive (or staged) until then."""
+        """Copy host ``data`` into ``buf`` at byte ``offset``. Takes the data when called
+        (copied or staged): the caller may change or drop it as soon as this returns. The
+        copy into ``buf`` may still be in flight; later commands on the pool see it done."""
         view = byte_view(data)
         self._check_range(buf, offset, view.nbytes, ErrorStatus.MEMORY_COPY_H2P)
         self._write(buf, view, offset)

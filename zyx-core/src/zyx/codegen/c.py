@@ -51,7 +51,11 @@ _C_KEYWORDS = frozenset(
     "auto break case char const continue default do double else enum extern float for goto if "
     "inline int long register restrict return short signed sizeof static struct switch typedef "
     "union unsigned void volatile while bool half kernel global local private constant "
-    "__kernel __global __local __device__ __global__ __shared__ main".split()
+    "__kernel __global __local __device__ __global__ __shared__ main "
+    # C99, C11 and C23
+    "_Bool _Complex _Imaginary _Alignas _Alignof _Atomic _Generic _Noreturn _Static_assert "
+    "_Thread_local _BitInt alignas alignof constexpr false true nullptr static_assert "
+    "thread_local typeof typeof_unqual".split()
 ) | frozenset(keyword.kwlist)
 # Kernels named like a math builtin clash with it in OpenCL C and in C with <math.h>.
 _BUILTINS = frozenset(
@@ -193,7 +197,8 @@ class CDialect:
         return f"({self.value_type(dst)})({x})"
 
     def round16(self, x: str, dtype: DType) -> str:
-        """Round a float value to f16/bf16 precision (the result is still a float)."""
+        """Round ``x`` to f16/bf16 precision (the result is still a float). ``x`` is of C
+        type float, or double where ``function`` names a double-precision function."""
         raise NotImplementedError
 
     def float_literal(self, value: float, dtype: DType) -> str:

@@ -121,6 +121,23 @@ def test_write_keeps_its_data_alive(
     del scribble
 
 
+def test_the_caller_may_change_its_data_once_write_returns(
+    alloc: Allocations, pool: MemoryPool, rng: np.random.Generator
+) -> None:
+    """``write`` takes the data when called (copied or staged), as numpy code that refills
+    one array in a loop expects: the next write sees the new contents, each buffer its own."""
+    data = random_bytes(rng, 1 << 20)
+    first, second = alloc(len(data)), alloc(len(data))
+    pool.write(first, data)
+    want = data.copy()
+    data[:] = random_bytes(rng, len(data))
+    pool.write(second, data)
+    changed = data.copy()
+    data[:] = 0x5A
+    np.testing.assert_array_equal(read_all(pool, first), want)
+    np.testing.assert_array_equal(read_all(pool, second), changed)
+
+
 def test_copy_within_the_pool(
     alloc: Allocations, pool: MemoryPool, rng: np.random.Generator
 ) -> None:
