@@ -170,12 +170,14 @@ class DeviceInfo:
 
     name: str
     compute: float
-    """Estimated peak FLOP/s."""
+    """Estimated peak FLOP/s in float32 (an FMA counts two)."""
     max_global_work_dims: tuple[int, int, int]
     max_local_threads: int
     max_local_work_dims: tuple[int, int, int]
     local_mem_size: int
     max_register_bytes: int
+    """Register bytes one work-item may hold before it spills: what register tiles and
+    accumulators are sized by."""
     preferred_vector_size: int
     """Preferred vector width in bytes."""
     warp_size: int

@@ -59,8 +59,9 @@ def device_info(device: cl.Device) -> DeviceInfo:
         max_local_threads=device.max_work_group_size,
         max_local_work_dims=(local[0], local[1], local[2]),
         local_mem_size=device.local_mem_size,
-        # Only NVIDIA says; elsewhere 64 KiB per work-group, a common GPU register file share.
-        max_register_bytes=4 * device.registers_per_block_nv if nvidia else 65536,
+        # Per work-item, as zyx-cuda counts it where NVIDIA says how many a block has;
+        # elsewhere 64 32-bit registers, a common GPU work-item's share.
+        max_register_bytes=4 * min(255, device.registers_per_block_nv // 32) if nvidia else 256,
         preferred_vector_size=4 * device.preferred_vector_width_float,
         warp_size=_warp_size(device, extensions),
         global_mem_size=device.global_mem_size,

@@ -61,7 +61,7 @@ class ExampleDevice(Device):
             max_local_threads=1024,
             max_local_work_dims=(1024, 1024, 1024),
             local_mem_size=64 * 1024,
-            max_register_bytes=64 * 1024,
+            max_register_bytes=1024,
             preferred_vector_size=16,
             warp_size=1,
             global_mem_size=memory,
