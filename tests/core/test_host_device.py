@@ -24,7 +24,9 @@ from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage, Value, ceil_div
 from zyx.ir.examples import examples, saxpy
 from zyx.ir.interpreter import interpret
 from zyx.testing.harness import reference, run
+from zyx.testing.kernels import cast, elementwise
 from zyx.testing.numerics import assert_close, poisoned, random
+from zyx.testing.test_dtypes import NEAR_TIES
 
 needs_cc = pytest.mark.skipif(toolchain() is None, reason="no working C compiler")
 
@@ -227,6 +229,23 @@ def test_half_precision_matches_the_interpreter_bit_for_bit(
     expected = args[3].copy()
     interpret(half_kernel(dtype), [a, b, c, expected, len(a)])
     np.testing.assert_array_equal(out.astype(np.float64), expected.astype(np.float64))
+
+
+@needs_cc
+@pytest.mark.parametrize("native_f16", [True, False], ids=["_Float16", "software"])
+def test_f64_to_f16_casts_round_once(monkeypatch: pytest.MonkeyPatch, native_f16: bool) -> None:
+    found = toolchain()
+    assert found is not None
+    if native_f16 and not found.native_f16:
+        pytest.skip("the compiler has no _Float16")
+    replaced: Toolchain = dataclasses.replace(found, native_f16=native_f16)
+    monkeypatch.setattr(host_device, "toolchain", lambda: replaced)
+    x = np.concatenate([NEAR_TIES[DType.F16], special_values(DType.F64)])
+    kernel = elementwise("f64_to_f16", [cast(DType.F64, DType.F16)], 64)
+    out = run(HostDevice(HostPool()), kernel, [x, poisoned(DType.F16, len(x)), len(x)])[1]
+    expected = poisoned(DType.F16, len(x))
+    interpret(kernel, [x, expected, len(x)])
+    np.testing.assert_array_equal(out.view(np.uint16), expected.view(np.uint16))
 
 
 @needs_cc

@@ -48,6 +48,14 @@ float zyx_round_f16(float x) {
 }
 """
 _ROUND_F16_NATIVE = "float zyx_round_f16(float x) { return (float)convert_half_rte(x); }\n"
+# From double in one rounding: through float would round twice.
+_ROUND_F16_FROM_F64 = """\
+float zyx_round_f16_f64(double x) {
+  ushort h;
+  vstore_half_rte(x, 0, (__private half*)&h);
+  return vload_half(0, (__private const half*)&h);
+}
+"""
 
 
 class OpenCLDialect(CDialect):
@@ -76,6 +84,8 @@ class OpenCLDialect(CDialect):
             parts.append(_FP64)
         if DType.F16 in dtypes:
             parts += [_FP16, _ROUND_F16_NATIVE] if self.fp16 else [_ROUND_F16_SOFT]
+        if DType.F16 in dtypes and DType.F64 in dtypes:
+            parts.append(_ROUND_F16_FROM_F64)
         if DType.BF16 in dtypes:
             parts.append(_BF16)
         return "".join(parts)
@@ -119,3 +129,8 @@ class OpenCLDialect(CDialect):
         if dtype is DType.F16:
             return f"zyx_round_f16({x})"
         return f"zyx_bf16_to_f32(zyx_f32_to_bf16({x}))"
+
+    def cast(self, x: str, src: DType, dst: DType) -> str:
+        if dst is DType.F16 and src is DType.F64:
+            return f"zyx_round_f16_f64({x})"
+        return super().cast(x, src, dst)

@@ -115,6 +115,22 @@ static inline uint16_t zyx_f32_to_f16(float value) {
 """
 
 
+# A double to float with round-to-odd: an inexact result keeps its last bit set, so that a
+# later rounding to f16 (11 bits against float's 24) rounds the double once, not twice.
+_F32_ODD = """\
+static inline float zyx_f32_odd(double x) {
+  float f = (float)x;
+  if ((double)f != x && x == x && !isinf(f)) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    if (!(u & 1u)) u += fabs((double)f) < fabs(x) ? 1u : 0xffffffffu; /* toward x */
+    memcpy(&f, &u, sizeof f);
+  }
+  return f;
+}
+"""
+
+
 class HostDialect(CDialect):
     """Host C (C11 with OpenMP pragmas). One instance renders one kernel at a time."""
 
@@ -140,6 +156,8 @@ class HostDialect(CDialect):
             parts.append(_BF16)
         if DType.F16 in dtypes and not self.native_f16:
             parts.append(_SOFT_F16)
+            if DType.F64 in dtypes:
+                parts.append(_F32_ODD)
         return "".join(parts)
 
     def load(self, ptr: str, index: str, dtype: DType) -> str:
@@ -170,6 +188,8 @@ class HostDialect(CDialect):
     def cast(self, x: str, src: DType, dst: DType) -> str:
         if dst is DType.F16 and self.native_f16:
             return f"(float)(_Float16)({x})"  # one rounding, also from double and int64
+        if dst is DType.F16 and src is DType.F64:
+            return self.round16(f"zyx_f32_odd({x})", dst)
         return super().cast(x, src, dst)
 
     def function(self, name: str, dtype: DType) -> str:

@@ -8,9 +8,10 @@ import pytest
 
 from zyx.backend import Device
 from zyx.dtypes import DType, DTypeCapability
+from zyx.ir.interpreter import interpret
 from zyx.testing._suite import ELEMENTS, Batches, Require
 from zyx.testing.harness import HostArg, reference, run
-from zyx.testing.kernels import axpb, cast, copy
+from zyx.testing.kernels import axpb, cast, copy, elementwise
 from zyx.testing.numerics import (
     OP_BOUNDS,
     Array,
@@ -53,6 +54,34 @@ def test_cast(batches: Batches, src: DType, dst: DType) -> None:
     """C's conversions: to bool is ``!= 0``, float to int truncates toward zero."""
     parts = [cast(src, to) for to in DType]
     batches.outcome(f"casts_from_{src}", parts, cast(src, dst)).check()
+
+
+NEAR_TIES = {
+    DType.F16: [1 + 2**-11 + 2**-40, -(3 + 2**-10 + 2**-38), 2**-15 + 2**-25 + 2**-50],
+    DType.BF16: [1 + 2**-8 + 2**-30, -(5 + 2**-6 + 2**-28), 2**-120 * (1 + 2**-8 + 2**-31)],
+}
+"""Doubles just past a tie of the half dtype (normal and subnormal): rounded once they
+round away from it, rounded through float32 they land on the tie and round to even."""
+
+
+@pytest.mark.parametrize("dst", list(NEAR_TIES), ids=str)
+def test_f64_to_half_casts_round_as_the_ir_defines(
+    device: Device, local: int, require: Require, rng: np.random.Generator, dst: DType
+) -> None:
+    """A cast from f64 rounds f16 once and bf16 through float32 (the IR's definition, the
+    interpreter's): exactly, and so a double rounding of f16 or a single one of bf16 fails."""
+    require(DType.F64, ARITHMETIC)
+    require(dst, ARITHMETIC)
+    x = np.concatenate([NEAR_TIES[dst], rng.uniform(-4.0, 4.0, 256)]).astype(np.float64)
+    n = len(x)
+    kernel = elementwise(f"f64_to_{dst}", [cast(DType.F64, dst)], local)
+    want = poisoned(dst, n)
+    interpret(kernel, [x, want, n])
+    got = run(device, kernel, [x, poisoned(dst, n), n])[1]
+    wrong = got.view(np.uint16) != want.view(np.uint16)
+    assert not wrong.any(), (
+        f"(f64 -> {dst}) {x[wrong][:4]}: got {got[wrong][:4]}, want {want[wrong][:4]}"
+    )
 
 
 @pytest.mark.parametrize("dtype", [d for d in DType if d is not DType.BOOL], ids=str)
