@@ -21,10 +21,14 @@ MISSING = EntryPoint("missing", "zyx_missing_backend.plugin", ENTRY_POINT_GROUP)
 
 
 def invoke(
-    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], *args: str
+    monkeypatch: pytest.MonkeyPatch,
+    environ: dict[str, str],
+    *args: str,
+    entry_points: tuple[EntryPoint, ...] = (HOST, MISSING),
 ) -> tuple[int, str, str]:
-    """Run ``zyx ARGS`` with the process registry replaced by one built from ``environ``."""
-    monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [HOST, MISSING]))
+    """Run ``zyx ARGS`` with the process registry replaced by one built from ``environ``
+    and ``entry_points``."""
+    monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, entry_points))
     result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.stdout, result.stderr
@@ -55,6 +59,23 @@ def test_doctor_reports_plugins_libraries_and_config(
     assert "No module named 'zyx_missing_backend'" in out
     assert "host: C compiler:" in out
     assert "section 'tpu' (from ZYX_TPU__CORES) is for a backend that is not installed" in out
+
+
+@pytest.mark.parametrize("command", ["devices", "doctor"])
+def test_plugins_that_call_sys_exit_do_not_end_the_command(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], command: str
+) -> None:
+    exiting = (
+        EntryPoint("exitimport", "zyx_test_exit_import", ENTRY_POINT_GROUP),
+        EntryPoint("exits", "zyx_test_exits", ENTRY_POINT_GROUP),
+    )
+    code, out, _ = invoke(monkeypatch, environ, command, entry_points=(HOST, *exiting))
+    assert code == 0
+    if command == "devices":
+        assert "exitopen: quarantined (see `zyx doctor`)" in out
+    else:
+        assert "exitimport (zyx_test_exit_import): quarantined" in out
+        assert "import failed: SystemExit: it called sys.exit('plugin refuses')" in out
 
 
 def test_config_show_names_each_source(

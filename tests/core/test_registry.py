@@ -184,3 +184,51 @@ def test_every_false_spelling_disables_a_plugin_before_import(
 def test_warnings_are_complete_on_the_first_call(environ: dict[str, str]) -> None:
     reg = make({**environ, "ZYX_PLUGINS": "host,ghost"})
     assert reg.warnings == ["ZYX_PLUGINS names 'ghost', which is not installed"]
+
+
+def exits(name: str, target: str) -> EntryPoint:
+    return EntryPoint(name, target, ENTRY_POINT_GROUP)
+
+
+def test_plugin_code_that_calls_sys_exit_is_quarantined_wherever_it_runs(
+    environ: dict[str, str],
+) -> None:
+    reg = make(
+        environ,
+        HOST,
+        exits("exitimport", "zyx_test_exit_import"),
+        exits("exitdir", "zyx_test_exits:EXITING_DIR"),
+        exits("exitspecs", "zyx_test_exits:ExitingBackends"),
+        exits("exits", "zyx_test_exits"),
+    )
+    plugins = {p.name: (p.state, p.reason) for p in reg.plugins()}
+    assert plugins["exitimport"] == (
+        State.QUARANTINED,
+        "import failed: SystemExit: it called sys.exit('plugin refuses')",
+    )
+    assert plugins["exitdir"] == (
+        State.QUARANTINED,
+        "its hooks are invalid: SystemExit: it called sys.exit('listing refused')",
+    )
+    assert plugins["exitspecs"] == (
+        State.QUARANTINED,
+        "zyx_backends() failed: SystemExit: it called sys.exit(3)",
+    )
+    assert [d.backend for d in reg.devices()] == ["host"]
+    backends = {b.name: b.reason for b in reg.backends() if b.state is State.QUARANTINED}
+    assert backends == {
+        "exitsection": "its config section Exiting fails on its defaults: "
+        "SystemExit: it called sys.exit('the section refuses')",
+        "exitprobe": "probe failed: SystemExit: it called sys.exit(None)",
+        "exitopen": "open failed: SystemExit: it called sys.exit(None)",
+        "nomemory": "open failed: MemoryError: out of memory",
+    }
+    with pytest.raises(PluginError, match="exit") as caught:
+        reg.device("exitopen")
+    assert isinstance(caught.value.__cause__, SystemExit)
+
+
+def test_keyboard_interrupt_in_plugin_code_is_not_swallowed(environ: dict[str, str]) -> None:
+    reg = make(environ, HOST, exits("interrupted", "zyx_test_exits:Interrupted"))
+    with pytest.raises(KeyboardInterrupt):
+        reg.plugins()

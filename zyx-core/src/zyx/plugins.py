@@ -6,8 +6,9 @@ points, imports each plugin, checks the plugin API version it declares, collects
 devices are first needed.
 
 Whatever fails on the way (an import, a missing shared library, an incompatible API
-version, a probe or an ``open`` that raises) quarantines that plugin or backend with its
-reason and the exception; every other backend keeps working. Asking for a quarantined
+version, a probe or an ``open`` that raises, plugin code that calls ``sys.exit()``)
+quarantines that plugin or backend with its reason and the exception; every other backend
+keeps working. Asking for a quarantined
 backend by name raises ``PluginError`` chained to the original exception: zyx never
 replaces a backend it was asked for by another one.
 
@@ -60,6 +61,10 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _DEVICE = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 _BOOL = TypeAdapter(bool)
+_PLUGIN_FAILURES = (Exception, SystemExit)
+"""What plugin code may raise that quarantines its plugin or backend. A plugin that calls
+``sys.exit()`` must not end the process; ``KeyboardInterrupt`` is the user's, not the
+plugin's failure, and passes through."""
 
 
 class DeviceNameError(ZyxError, ValueError):
@@ -238,7 +243,7 @@ class Registry:
         """Import, check and register the plugin and probe its backends; or quarantine it."""
         try:
             module = record.entry_point.load()
-        except Exception as error:
+        except _PLUGIN_FAILURES as error:
             record.quarantine(f"import failed: {_describe(error)}", error)
             return
         refusal = _api_refusal(module)
@@ -247,12 +252,12 @@ class Registry:
             return
         try:
             self._manager.register(module, name=record.name)
-        except Exception as error:
+        except _PLUGIN_FAILURES as error:
             record.quarantine(f"its hooks are invalid: {_describe(error)}", error)
             return
         try:
             specs = self._specs(module)
-        except Exception as error:
+        except _PLUGIN_FAILURES as error:
             self._manager.unregister(module)
             record.quarantine(f"zyx_backends() failed: {_describe(error)}", error)
             return
@@ -299,7 +304,7 @@ class Registry:
         record.section, record.priority = spec.config, spec.priority
         try:
             probe: Any = spec.probe()
-        except Exception as error:
+        except _PLUGIN_FAILURES as error:
             record.quarantine(f"probe failed: {_describe(error)}", error)
             return record
         if not (isinstance(probe, ProbeResult) and isinstance(probe.libraries, dict)):
@@ -507,7 +512,7 @@ class Registry:
             for device in devices:
                 if not isinstance(device, Device):
                     raise TypeError(f"open() returned {device!r}, not a zyx.backend.Device")
-        except Exception as error:
+        except _PLUGIN_FAILURES as error:
             backend.quarantine(f"open failed: {_describe(error)}", error)
             _log.debug("backend %s quarantined: %s", backend.name, backend.reason)
             return ()
@@ -545,7 +550,7 @@ def _spec_refusal(spec: BackendSpec) -> str:
     except ValidationError as error:
         fields = ", ".join(".".join(map(str, e["loc"])) for e in error.errors())
         return f"its config section {section.__name__} has fields without defaults: {fields}"
-    except Exception as error:  # a validator of its own that fails
+    except _PLUGIN_FAILURES as error:  # a validator of its own that fails
         return f"its config section {section.__name__} fails on its defaults: {_describe(error)}"
     if not isinstance(spec.priority, int) or isinstance(spec.priority, bool):
         return f"its priority {spec.priority!r} is not an int"
@@ -559,11 +564,20 @@ def _describe(error: BaseException) -> str:
     parts: list[str] = []
     current: BaseException | None = error
     while current is not None and len(parts) < 8:
-        parts.append(f"{type(current).__name__}: {current}")
+        parts.append(f"{type(current).__name__}: {_message(current)}")
         current = current.__cause__ or (
             None if current.__suppress_context__ else current.__context__
         )
     return "; caused by ".join(parts)
+
+
+def _message(error: BaseException) -> str:
+    """``error``'s message, or what it means where it has none (``MemoryError()``)."""
+    if isinstance(error, SystemExit):  # its message is its exit code, often None
+        return f"it called sys.exit({error.code!r})"
+    if str(error):
+        return str(error)
+    return "out of memory" if isinstance(error, MemoryError) else "(no message)"
 
 
 def _is_false(value: Any) -> bool:
