@@ -12,6 +12,8 @@ import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from zyx.backend import Arg, Buffer, Device, DeviceInfo, MemoryPool, Program, Recording, Scalar
 from zyx.codegen.c import round_to
 from zyx.config import BackendSection
@@ -76,6 +78,9 @@ SCALAR_FAULTS: dict[str, Callable[[DType, Scalar], Scalar]] = {
         _truncated(value, 8, dtype.is_signed)
         if dtype in (DType.I16, DType.U16, DType.I32, DType.U32)
         else value
+    ),
+    "numpy float scalars lose their fraction": lambda dtype, value: (
+        float(int(value)) if isinstance(value, np.floating) else value
     ),
     "float scalars past their range saturate": lambda dtype, value: (
         math.copysign(_LARGEST[dtype], value)

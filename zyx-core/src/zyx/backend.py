@@ -11,6 +11,7 @@ so a bad argument is an error before any native call, in every backend alike.
 
 from __future__ import annotations
 
+import numbers
 import reprlib
 import sys
 from abc import ABC, abstractmethod
@@ -20,8 +21,9 @@ from functools import partial
 from typing import Any, ClassVar, TypeAlias, cast
 
 from zyx.dtypes import DType, DTypeCapability
-from zyx.errors import BackendError, ErrorStatus
+from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.ir.ops import Dim, Kernel, ParamKind, SymDim
+from zyx.ir.verify import check_limits
 
 Scalar: TypeAlias = int | float | bool
 Arg: TypeAlias = "Buffer | Scalar"
@@ -149,14 +151,16 @@ class MemoryPool(ABC):
         self.write(dst_buf, staging)
 
     def _check_live(self, buf: Buffer, status: ErrorStatus) -> None:
-        if buf.pool is not self:
-            raise BackendError(status, f"{buf!r} does not belong to pool {self.name}")
+        if not isinstance(buf, Buffer) or buf.pool is not self:
+            raise BackendError(status, f"{reprlib.repr(buf)} is not a buffer of pool {self.name}")
         if buf.refcount <= 0:
             raise BackendError(status, f"{buf!r} was already released")
 
     def _check_range(self, buf: Buffer, offset: int, nbytes: int, status: ErrorStatus) -> None:
         self._check_live(buf, status)
-        if not isinstance(offset, int) or offset < 0 or offset + nbytes > buf.nbytes:
+        if not isinstance(offset, int) or isinstance(offset, bool):
+            raise BackendError(status, f"{self.name}: the offset must be an int, got {offset!r}")
+        if offset < 0 or offset + nbytes > buf.nbytes:
             raise BackendError(
                 status,
                 f"{self.name}: {nbytes} bytes at offset {offset!r} do not fit in a buffer "
@@ -275,15 +279,12 @@ class Program:
             lines += ["    if len(args):", "        raise count(args)"]
         for i, (kind, dtype) in enumerate(zip(kinds, self.param_dtypes)):
             a = args[i]
-            if kind is ParamKind.VARIABLE and dtype.is_float:
-                # An int past float64's range could not be converted for the kernel.
-                ok = f"isinstance({a}, float) or isinstance({a}, int) and -fmax <= {a} <= fmax"
-            elif kind is ParamKind.VARIABLE:  # a value out of range would wrap in the C type
-                low, high = dtype.int_range
-                ok = f"isinstance({a}, int) and {low} <= {a} <= {high}"
-            else:
+            if kind is not ParamKind.VARIABLE:
                 ok = f"isinstance({a}, Buffer) and {a}.pool is pool and {a}.refcount > 0"
-            lines += [f"    if not ({ok}):", f"        raise bad({i}, {a})"]
+                lines += [f"    if not ({ok}):", f"        raise bad({i}, {a})"]
+                continue
+            # Anything else (a numpy scalar, say) goes to scalar(), which converts or refuses.
+            lines += [f"    if not ({_plain_scalar(a, dtype)}):", f"        {a} = scalar({i}, {a})"]
         dims = [
             f"-(-a{d.param} // {d.div})" if isinstance(d, SymDim) else str(d)
             for d in self.global_size
@@ -304,6 +305,7 @@ class Program:
             "fmax": _FMAX,
             "pool": self.device.pool,
             "count": partial(_count_error, self.name, count),
+            "scalar": partial(_scalar_arg, self.name, kinds, self.param_dtypes),
             "too_many": partial(_groups_error, self.name, self.device.name, limits),
             "bad": partial(_bad_arg, self.name, kinds, self.param_dtypes, self.device.pool.name),
             **(names or {}),
@@ -344,6 +346,38 @@ def _groups_error(
 
 _FMAX = int(sys.float_info.max)
 """The largest int a float ``Variable`` takes: float64's largest value."""
+
+
+def _plain_scalar(a: str, dtype: DType) -> str:
+    """The check, in generated code, that the argument ``a`` is a Python number that a
+    ``Variable`` of ``dtype`` takes as it is."""
+    if dtype.is_float:  # an int past float64's range could not be converted for the kernel
+        return f"isinstance({a}, float) or isinstance({a}, int) and -fmax <= {a} <= fmax"
+    low, high = dtype.int_range  # a value out of range would wrap in the C type
+    return f"isinstance({a}, int) and {low} <= {a} <= {high}"
+
+
+def _scalar_arg(
+    name: str, kinds: Sequence[ParamKind], dtypes: Sequence[DType], i: int, arg: object
+) -> int | float:
+    """``arg``, which is not a plain Python number, as the ``Variable`` ``i`` takes it: a
+    numpy scalar as the Python number it holds; anything else is IncorrectKernelArg."""
+    dtype = dtypes[i]
+    value = _python_number(arg, dtype.is_float)
+    # The very check of the generated code, so that both take the same values.
+    if not eval(_plain_scalar("a", dtype), {"fmax": _FMAX, "a": value}):  # noqa: S307
+        raise _bad_arg(name, kinds, dtypes, "", i, arg)
+    return cast("int | float", value)
+
+
+def _python_number(arg: object, real: bool) -> object:
+    """The Python int (or, where ``real``, float) a numpy scalar holds; else ``arg``."""
+    numpy = sys.modules.get("numpy")  # no numpy scalar exists before numpy is imported
+    if isinstance(arg, numbers.Integral) or (numpy is not None and isinstance(arg, numpy.bool_)):
+        return int(arg)
+    if real and isinstance(arg, numbers.Real) and not isinstance(arg, float):
+        return float(arg)
+    return arg
 
 
 def _bad_arg(
@@ -423,7 +457,8 @@ class Device(ABC):
 
     def release(self, program: Program) -> None:
         """Free the program's native resources. Every later launch of it is refused
-        (``Program.retire``): an override calls ``program.retire()`` first."""
+        (``Program.retire``): an override calls ``program.retire()`` first. Releasing a
+        released program does nothing."""
         program.retire()
 
     @abstractmethod
@@ -436,3 +471,28 @@ class Device(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}: {self.info.name}>"
+
+
+def check_compilable(kernel: Kernel, info: DeviceInfo) -> None:
+    """``zyx.ir.check_limits`` as ``Device.compile`` reports it: a kernel past the device's
+    limits is KernelCompilation (chained to the IRError that names the limit), so that one
+    ``except BackendError`` catches every kernel a device cannot build."""
+    if not isinstance(kernel, Kernel):
+        raise BackendError(
+            ErrorStatus.KERNEL_COMPILATION,
+            f"compile takes a zyx.ir.Kernel (KernelBuilder.build()), got {reprlib.repr(kernel)}",
+        )
+    try:
+        check_limits(kernel, info)
+    except IRError as error:
+        raise BackendError(ErrorStatus.KERNEL_COMPILATION, str(error)) from error
+
+
+def not_a_program(device: Device, program: object) -> BackendError:
+    """The error of a launch on ``device`` of what is not one of its programs: a program of
+    another device, or no program at all (a ``Kernel`` not compiled yet, say)."""
+    if isinstance(program, Program):
+        what = f"{program!r} was compiled for {program.device.name}, not {device.name}"
+    else:
+        what = f"launch takes a Program (Device.compile(kernel)), got {reprlib.repr(program)}"
+    return BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, what)

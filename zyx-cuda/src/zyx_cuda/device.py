@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
 from cuda.bindings import driver
 
-from zyx.backend import Arg, Device, DeviceInfo, Program
+from zyx.backend import Arg, Device, DeviceInfo, Program, check_compilable, not_a_program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
-from zyx.ir import Kernel, check_limits
+from zyx.ir import Kernel
 from zyx_cuda.codegen import CudaDialect
 from zyx_cuda.compiler import Compiler
 from zyx_cuda.context import Context
@@ -59,21 +59,24 @@ class CudaDevice(Device):
         )
 
     def compile(self, kernel: Kernel) -> KernelProgram:
-        check_limits(kernel, self.info)
+        check_compilable(kernel, self.info)
         source = self.dialect.render(kernel)
         image = self.compiler.compile(source)
         self.context.activate()
         return KernelProgram(self, kernel, source.name, image)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
-        if program.device is not self:
-            raise self._foreign(program)
+        try:  # costs nothing where it does not raise, unlike getattr() or isinstance()
+            ours = program.device is self
+        except AttributeError:
+            ours = False
+        if not ours:
+            raise not_a_program(self, program)
         program.submit(args)  # type: ignore[attr-defined]  # ours; cast() costs a call
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
-        if program.device is not self:
-            raise self._foreign(program)
-        program = cast(CudaProgram, program)
+        if not isinstance(program, CudaProgram) or program.device is not self:
+            raise not_a_program(self, program)
         reads, writes, groups = program.prepare(args)
         self.synchronize()
         streams, (start, end) = self.streams, self._timers
@@ -92,11 +95,11 @@ class CudaDevice(Device):
 
     def release(self, program: Program) -> None:
         """Unload the program's module once the work queued so far is done."""
-        if program.device is not self:
-            raise self._foreign(program)
+        if not isinstance(program, CudaProgram) or program.device is not self:
+            raise not_a_program(self, program)
         program.retire()
         self.context.activate()
-        self.streams.after(self.streams.now().values(), cast(CudaProgram, program).unload)
+        self.streams.after(self.streams.now().values(), program.unload)
 
     def synchronize(self) -> None:
         self.context.activate()
@@ -104,12 +107,6 @@ class CudaDevice(Device):
 
     def record(self) -> GraphRecording:
         return GraphRecording(self)
-
-    def _foreign(self, program: Program) -> BackendError:
-        return BackendError(
-            ErrorStatus.INCORRECT_KERNEL_ARG,
-            f"{program!r} was compiled for {program.device.name}, not {self.name}",
-        )
 
 
 def query_info(device: Any) -> DeviceInfo:

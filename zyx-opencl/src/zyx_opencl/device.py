@@ -23,11 +23,19 @@ from typing import Any, cast
 import numpy as np
 import pyopencl as cl
 
-from zyx.backend import Arg, Device, DeviceInfo, Program, generate
+from zyx.backend import (
+    Arg,
+    Device,
+    DeviceInfo,
+    Program,
+    check_compilable,
+    generate,
+    not_a_program,
+)
 from zyx.codegen.c import round_to
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
-from zyx.ir import Kernel, ParamKind, check_limits
+from zyx.ir import Kernel, ParamKind
 from zyx_opencl.codegen import OpenCLDialect
 from zyx_opencl.compiler import Compiler
 from zyx_opencl.config import OpenCLSection
@@ -117,7 +125,7 @@ _SCALAR_DTYPES = {
 class OpenCLProgram(Program):
     """A built kernel: the ``cl.Kernel`` with the arguments it last ran with, and its
     global size (work-items per axis, as OpenCL counts them). A static global size outside
-    the device's limits was refused at compile time (``check_limits``); one that depends on
+    the device's limits was refused at compile time (``check_compilable``); one that depends on
     a ``Variable`` is checked at each launch."""
 
     device: OpenCLDevice
@@ -289,7 +297,7 @@ class OpenCLDevice(Device):
         self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
 
     def compile(self, kernel: Kernel) -> OpenCLProgram:
-        check_limits(kernel, self.info)
+        check_compilable(kernel, self.info)
         source = self.dialect.render(kernel)
         if _asm_log.isEnabledFor(logging.DEBUG):
             _asm_log.debug("%s for %s:\n%s", source.name, self.name, source.code)
@@ -299,7 +307,7 @@ class OpenCLDevice(Device):
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         # _own's checks, inline: a Python call is a tenth of this path's time.
         if not isinstance(program, OpenCLProgram) or program.device is not self:
-            raise self._not_ours(program)
+            raise not_a_program(self, program)
         program.submit(args)  # a released program's refuses
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
@@ -311,6 +319,8 @@ class OpenCLDevice(Device):
         return self.scheduler.time(own, tuple(args), work)
 
     def release(self, program: Program) -> None:
+        if program.device is self and not hasattr(program, "kernel"):
+            return  # released already: its kernel went
         own = self._own(program)
         own.retire()
         self.scheduler.flush()  # launches in the window still need the kernel
@@ -322,14 +332,11 @@ class OpenCLDevice(Device):
 
     def _own(self, program: Program) -> OpenCLProgram:
         """``program``, if it is a live program of this device."""
-        if program.device is not self or getattr(program, "kernel", None) is None:
-            raise self._not_ours(program)
-        return cast(OpenCLProgram, program)
-
-    def _not_ours(self, program: Program) -> BackendError:
-        return BackendError(
-            ErrorStatus.INCORRECT_KERNEL_ARG, f"{program!r} is not a live program of {self.name}"
-        )
+        if not isinstance(program, OpenCLProgram) or program.device is not self:
+            raise not_a_program(self, program)
+        if getattr(program, "kernel", None) is None:
+            raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, f"{program!r} was released")
+        return program
 
 
 def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:

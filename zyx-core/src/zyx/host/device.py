@@ -18,7 +18,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from zyx.backend import Arg, Buffer, Device, DeviceInfo, Program
+from zyx.backend import (
+    Arg,
+    Buffer,
+    Device,
+    DeviceInfo,
+    Program,
+    check_compilable,
+    not_a_program,
+)
 from zyx.codegen.c import round_to
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
@@ -28,7 +36,6 @@ from zyx.host.cpu import cpu_info
 from zyx.host.pool import HostPool
 from zyx.ir.interpreter import interpret
 from zyx.ir.ops import Kernel, ParamKind
-from zyx.ir.verify import check_limits
 
 log = logging.getLogger("zyx.dev")
 launch_log = logging.getLogger("zyx.launch")
@@ -73,11 +80,11 @@ class HostDevice(Device):
         return self._compiler is None
 
     def compile(self, kernel: Kernel) -> Program:
-        try:
-            check_limits(kernel, self.info)
-            if self._compiler is None:
-                return InterpretedProgram(self, kernel)
-            assert self.toolchain is not None
+        check_compilable(kernel, self.info)
+        if self._compiler is None:
+            return InterpretedProgram(self, kernel)
+        assert self.toolchain is not None
+        try:  # a barrier the host cannot split into phases
             source = HostDialect(native_f16=self.toolchain.native_f16).render(kernel)
         except IRError as error:
             raise BackendError(ErrorStatus.KERNEL_COMPILATION, str(error)) from error
@@ -86,7 +93,7 @@ class HostDevice(Device):
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         if not isinstance(program, HostProgram) or program.device is not self:
-            raise BackendError(ErrorStatus.KERNEL_LAUNCH, f"{program!r} was not compiled here")
+            raise not_a_program(self, program)
         program.check_args(args)
         if launch_log.isEnabledFor(logging.DEBUG):
             launch_log.debug("host: launch %s groups=%s", program.name, program.groups(args))

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import TypeAlias
 
 from zyx.dtypes import DType
+from zyx.errors import IRError
 from zyx.ir.ops import (
     INDEX,
     Barrier,
@@ -193,29 +194,39 @@ class KernelBuilder:
 
     def value(self, x: Operand, dtype: DType) -> Value:
         """``x`` itself, or a constant of ``dtype`` when ``x`` is a Python number."""
-        return x if isinstance(x, Value) else self.const(x, dtype)
+        if isinstance(x, Value):
+            self._own(x)
+            return x
+        return self.const(x, dtype)
+
+    def _own(self, x: Value) -> Ref:
+        """``x``'s ref, once ``x`` is known to be a value of this kernel: a ref names an op
+        of the kernel that made it, and in another it would name some other op."""
+        if x.builder is not self:
+            raise IRError(
+                f"kernel {self.name!r}: a value of kernel {x.builder.name!r} is used here; "
+                "build each kernel from its own params and values"
+            )
+        return x.ref
 
     def define(self, dtype: DType, length: int = 1, storage: Storage = Storage.REGISTER) -> Value:
         return self._val(Define(dtype, storage, length))
 
     def load(self, src: Value, index: Operand) -> Value:
-        return self._val(Load(src.ref, self.value(index, INDEX).ref))
+        return self._val(Load(self._own(src), self.value(index, INDEX).ref))
 
     def store(self, dst: Value, index: Operand, value: Operand) -> None:
         v = self.value(value, dst.dtype)
-        self._emit(Store(dst.ref, self.value(index, INDEX).ref, v.ref))
+        self._emit(Store(self._own(dst), self.value(index, INDEX).ref, v.ref))
 
     def cast(self, x: Value, dtype: DType) -> Value:
-        return self._val(Cast(x.ref, dtype))
+        return self._val(Cast(self._own(x), dtype))
 
     def unary(self, op: UOp, x: Value) -> Value:
-        return self._val(Unary(op, x.ref))
+        return self._val(Unary(op, self._own(x)))
 
     def binary(self, op: BOp, a: Operand, b: Operand) -> Value:
-        if isinstance(a, Value):
-            av = a
-        else:
-            av = self.value(a, b.dtype if isinstance(b, Value) else INDEX)
+        av = self.value(a, b.dtype if isinstance(b, Value) else INDEX)
         bv = self.value(b, av.dtype)
         return self._val(Binary(op, av.ref, bv.ref))
 
@@ -234,7 +245,7 @@ class KernelBuilder:
 
     @contextmanager
     def if_(self, cond: Value) -> Iterator[None]:
-        self._emit(If(cond.ref))
+        self._emit(If(self._own(cond)))
         yield
         self._emit(EndIf())
 

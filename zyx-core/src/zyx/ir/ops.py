@@ -7,6 +7,7 @@ loop counters) have dtype ``INDEX``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from enum import Enum
@@ -107,8 +108,7 @@ class SymDim:
     div: int = 1
 
     def evaluate(self, args: Sequence[object]) -> int:
-        value = args[self.param]
-        assert isinstance(value, int)
+        value = operator.index(args[self.param])  # type: ignore[arg-type]  # a numpy int too
         return -(-value // self.div)
 
 

@@ -45,6 +45,8 @@ _BOOL_ONLY_BINARY = frozenset({BOp.OR, BOp.AND})
 
 def verify(kernel: Kernel, info: DeviceInfo | None = None) -> None:
     """Raise ``IRError`` if ``kernel`` is malformed, or exceeds ``info``'s limits if given."""
+    if not isinstance(kernel, Kernel):
+        raise IRError(f"a zyx.ir.Kernel (KernelBuilder.build()) is needed, got {kernel!r:.80}")
     _Verifier(kernel).run()
     if info is not None:
         check_limits(kernel, info)

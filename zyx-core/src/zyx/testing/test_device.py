@@ -160,7 +160,7 @@ def test_a_released_program_refuses_to_launch(
     device: Device, pool: MemoryPool, local: int, rng: np.random.Generator, require: Require
 ) -> None:
     """After ``release``, a launch (timed or not) raises IncorrectKernelArg instead of using
-    freed resources, and the device goes on working."""
+    freed resources, and the device goes on working; a second release does nothing."""
     require(DType.F32, ARITHMETIC)
     kernel = axpb(DType.F32, local)
     n = 500
@@ -170,6 +170,7 @@ def test_a_released_program_refuses_to_launch(
         args: list[Arg] = [bx, by, 2.0, 1.0, n]
         device.launch(program, args)
         device.release(program)
+        device.release(program)  # again: nothing happens
         for attempt in (device.launch, device.launch_timed):
             with pytest.raises(BackendError) as caught:
                 attempt(program, args)

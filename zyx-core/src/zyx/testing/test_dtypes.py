@@ -3,6 +3,8 @@ bit-exactly, cast to every other claimed dtype, and passed as a ``Variable`` sca
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -96,6 +98,22 @@ def test_variable_scalars(
     args: list[HostArg] = [x, poisoned(dtype, ELEMENTS + local), alpha, beta, ELEMENTS]
     got, want = run(device, kernel, args), reference(kernel, args)
     assert_prefix(got[1], want[1], dtype, ELEMENTS, f"x * {alpha!r} + {beta!r}", OP_BOUNDS)
+
+
+@pytest.mark.parametrize("dtype", [d for d in DType if d is not DType.BOOL], ids=str)
+def test_numpy_scalars_are_variables_too(
+    device: Device, local: int, require: Require, rng: np.random.Generator, dtype: DType
+) -> None:
+    """A numpy scalar (``np.prod(shape)``, an ``np.float64`` factor) is taken as the Python
+    number it holds: the results equal those of Python scalars, bit for bit."""
+    require(dtype, ARITHMETIC)
+    x, alpha, beta = _axpb_operands(rng, dtype, ELEMENTS)
+    kernel = axpb(dtype, local)
+    holder = np.float64 if dtype.is_float else np.int64 if dtype.is_signed else np.uint64
+    plain = run(device, kernel, [x, poisoned(dtype, ELEMENTS), alpha, beta, ELEMENTS])[1]
+    scalars: list[Any] = [holder(alpha), holder(beta), np.int64(ELEMENTS)]
+    wrapped = run(device, kernel, [x, poisoned(dtype, ELEMENTS), *scalars])[1]
+    assert wrapped.tobytes() == plain.tobytes(), f"{dtype}: numpy scalars gave other results"
 
 
 def _axpb_operands(
