@@ -8,7 +8,7 @@ import pytest
 
 from zyx.config import flatten, read_environment, validate
 from zyx.errors import ConfigError
-from zyx_cuda.config import CudaSection
+from zyx_cuda.config import MAX_QUEUES, CudaSection
 
 pytestmark = pytest.mark.cuda
 
@@ -47,11 +47,22 @@ def test_non_integer_or_negative_ids_are_errors(value: Any, field: str) -> None:
     assert (caught.value.source, caught.value.field) == ("test.json", field)
 
 
-@pytest.mark.parametrize("queues", [0, -3, 2.5, "many"])
+@pytest.mark.parametrize("queues", [0, -3, 2.5, "many", "8", True, None])
 def test_queues_must_be_positive_integers(queues: Any) -> None:
+    # Strict, as device_ids: true is not one stream, nor "8" eight.
     with pytest.raises(ConfigError) as caught:
         section(queues=queues)
     assert (caught.value.field, caught.value.value) == ("cuda.queues", queues)
+
+
+def test_queues_are_bounded_by_the_hardware_work_queues() -> None:
+    assert section(queues=MAX_QUEUES).queues == MAX_QUEUES == 32
+    raw = read_environment({"ZYX_CUDA__QUEUES": "100000000"})
+    with pytest.raises(ConfigError) as caught:
+        validate(raw, {"cuda": CudaSection})
+    assert str(caught.value) == (
+        "ZYX_CUDA__QUEUES: cuda.queues = 100000000: Input should be less than or equal to 32"
+    )
 
 
 def test_unknown_key_lists_the_fields() -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import PositiveInt
+from pydantic import Field
 
 from zyx.config import BackendSection
 from zyx.hookspecs import BackendSpec, ProbeResult, hookimpl
@@ -19,12 +19,18 @@ if TYPE_CHECKING:
 
 ZYX_PLUGIN_API = "1.0"
 
+MAX_THREADS = 1024
+"""More threads than cores only slow kernels down, and where the system will not create
+them all (32768 on a two-core test machine) libgomp aborts the process. 1024 is above the
+hardware threads of any one machine today (two 192-core CPUs with SMT have 768), so a
+config file written on a large machine stays valid on a small one."""
+
 
 class HostSection(BackendSection):
     """Config section ``host``."""
 
-    threads: PositiveInt | None = None
-    """Worker threads for kernels; ``None``: one per available core."""
+    threads: Annotated[int, Field(gt=0, le=MAX_THREADS, strict=True)] | None = None
+    """Worker threads for kernels, 1 to ``MAX_THREADS``; ``None``: one per available core."""
 
 
 def probe() -> ProbeResult:
