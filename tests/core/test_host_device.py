@@ -210,19 +210,24 @@ def special_values(dtype: DType) -> np.ndarray[Any, Any]:
     return values.astype(dtype.numpy)
 
 
-@needs_cc
-@pytest.mark.parametrize("native_f16", [True, False], ids=["_Float16", "software"])
+@pytest.fixture(params=[True, False], ids=["_Float16", "software"])
+def half_device(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> HostDevice:
+    """A host device whose C has ``_Float16``, or one that rounds f16 in software."""
+    found = toolchain()
+    if found is None:
+        pytest.skip("no working C compiler")
+    if request.param and not found.native_f16:
+        pytest.skip("the compiler has no _Float16")
+    replaced: Toolchain = dataclasses.replace(found, native_f16=request.param)
+    monkeypatch.setattr(host_device, "toolchain", lambda: replaced)
+    return HostDevice(HostPool())
+
+
 @pytest.mark.parametrize("dtype", [DType.F16, DType.BF16])
 def test_half_precision_matches_the_interpreter_bit_for_bit(
-    monkeypatch: pytest.MonkeyPatch, dtype: DType, native_f16: bool
+    half_device: HostDevice, dtype: DType
 ) -> None:
-    found = toolchain()
-    assert found is not None
-    if native_f16 and not found.native_f16:
-        pytest.skip("the compiler has no _Float16")
-    replaced: Toolchain = dataclasses.replace(found, native_f16=native_f16)
-    monkeypatch.setattr(host_device, "toolchain", lambda: replaced)
-    device = HostDevice(HostPool())
+    device = half_device
     a, b, c = (np.roll(special_values(dtype), k) for k in range(3))
     args: list[Any] = [a, b, c, poisoned(dtype, len(a)), len(a)]
     out = run(device, half_kernel(dtype), args)[3]
@@ -231,18 +236,10 @@ def test_half_precision_matches_the_interpreter_bit_for_bit(
     np.testing.assert_array_equal(out.astype(np.float64), expected.astype(np.float64))
 
 
-@needs_cc
-@pytest.mark.parametrize("native_f16", [True, False], ids=["_Float16", "software"])
-def test_f64_to_f16_casts_round_once(monkeypatch: pytest.MonkeyPatch, native_f16: bool) -> None:
-    found = toolchain()
-    assert found is not None
-    if native_f16 and not found.native_f16:
-        pytest.skip("the compiler has no _Float16")
-    replaced: Toolchain = dataclasses.replace(found, native_f16=native_f16)
-    monkeypatch.setattr(host_device, "toolchain", lambda: replaced)
+def test_f64_to_f16_casts_round_once(half_device: HostDevice) -> None:
     x = np.concatenate([NEAR_TIES[DType.F16], special_values(DType.F64)])
     kernel = elementwise("f64_to_f16", [cast(DType.F64, DType.F16)], 64)
-    out = run(HostDevice(HostPool()), kernel, [x, poisoned(DType.F16, len(x)), len(x)])[1]
+    out = run(half_device, kernel, [x, poisoned(DType.F16, len(x)), len(x)])[1]
     expected = poisoned(DType.F16, len(x))
     interpret(kernel, [x, expected, len(x)])
     np.testing.assert_array_equal(out.view(np.uint16), expected.view(np.uint16))
