@@ -119,6 +119,41 @@ def test_config_validate_names_the_bad_field(
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("device", "problem"),
+    [
+        ("host:3", "backend 'host' sees 1 device(s), so no 'host:3'"),
+        ("nosuch", "no backend 'nosuch' is installed (installed: host)"),
+        ("missing", "'missing' is quarantined: import failed: ModuleNotFoundError"),
+    ],
+)
+def test_config_validate_warns_of_a_default_device_that_is_not_there(
+    monkeypatch: pytest.MonkeyPatch,
+    environ: dict[str, str],
+    tmp_path: Path,
+    device: str,
+    problem: str,
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"default_device": device}))
+    code, out, _ = invoke(monkeypatch, environ, "config", "validate", str(path))
+    assert code == 0
+    assert f"warning: default_device = {device!r} (from {path}): {problem}" in out.replace("\n", "")
+
+
+def test_doctor_reports_a_default_device_that_is_not_there(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    code, out, _ = invoke(monkeypatch, {**environ, "ZYX_DEFAULT_DEVICE": "host:3"}, "doctor")
+    assert code == 0
+    assert (
+        "error: default_device = 'host:3' (from ZYX_DEFAULT_DEVICE): "
+        "backend 'host' has no device 'host:3' (its devices: host)"
+    ) in out
+    code, out, _ = invoke(monkeypatch, {**environ, "ZYX_DEFAULT_DEVICE": "host"}, "doctor")
+    assert "default_device = 'host' (from ZYX_DEFAULT_DEVICE): host" in out
+
+
 def test_config_validate_of_a_missing_file(
     monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path
 ) -> None:

@@ -4,11 +4,12 @@ module does not exist. (Installed third-party plugins: test_installed_plugins.py
 from __future__ import annotations
 
 from importlib.metadata import EntryPoint
+from pathlib import Path
 
 import pytest
 from zyx_test_badspecs import Plain
 
-from zyx.errors import ConfigError, PluginError, ZyxError
+from zyx.errors import ConfigError, DeviceNotFoundError, PluginError, ZyxError
 from zyx.host.pool import HostPool
 from zyx.plugins import ENTRY_POINT_GROUP, DeviceNameError, Registry, State
 
@@ -48,9 +49,32 @@ def test_unknown_backend_names_the_installed_ones(environ: dict[str, str]) -> No
         make(environ).device("cuda:1")
 
 
-def test_missing_device_index_is_an_error(environ: dict[str, str]) -> None:
-    with pytest.raises(PluginError, match=r"no device 'host:1' \(devices: host\)"):
+def test_missing_device_index_is_not_an_unavailable_backend(environ: dict[str, str]) -> None:
+    with pytest.raises(DeviceNotFoundError) as caught:
         make(environ).device("host:1")
+    assert str(caught.value) == "backend 'host' has no device 'host:1' (its devices: host)"
+    assert isinstance(caught.value, LookupError) and caught.value.devices == ("host",)
+
+
+def test_a_bad_default_device_names_the_field_and_its_source(environ: dict[str, str]) -> None:
+    path = Path(environ["XDG_CONFIG_HOME"]) / "zyx" / "config.json"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"default_device": "host:3"}')
+    reg = make(environ)
+    with pytest.raises(DeviceNotFoundError) as missing:
+        reg.device()
+    assert str(missing.value) == (
+        f"default_device = 'host:3' (from {path}): "
+        "backend 'host' has no device 'host:3' (its devices: host)"
+    )
+    reg.configure(default_device="nosuch")
+    with pytest.raises(PluginError) as unknown:
+        reg.device()
+    assert str(unknown.value) == (
+        "default_device = 'nosuch' (from zyx.configure()): backend plugin 'nosuch' is "
+        "unavailable: no backend 'nosuch' is installed (installed: host)"
+    )
+    assert reg.device("host").name == "host"  # an explicit request does not read it
 
 
 @pytest.mark.parametrize("name", ["", "Host", "host:", "host:x", "cuda:-1", ":0"])

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 import zyx.plugins
 from zyx.cli import app
+from zyx.errors import PluginError
 from zyx.plugins import ENTRY_POINT_GROUP, Registry
 
 HOST = EntryPoint("host", "zyx.host.plugin", ENTRY_POINT_GROUP)
@@ -50,3 +51,8 @@ def test_doctor_explain_says_why(monkeypatch: pytest.MonkeyPatch, environ: dict[
     assert result.exit_code == 0, result.stdout
     assert "default device: ahead:0" in result.stdout
     assert "empty (priority 9): no devices" in result.stdout
+
+
+def test_a_backend_that_opened_no_device_is_unavailable(environ: dict[str, str]) -> None:
+    with pytest.raises(PluginError, match="backend plugin 'empty' is unavailable: it opened no"):
+        Registry(environ, [HOST, RANKED]).device("empty")

@@ -141,11 +141,23 @@ def doctor(
         out.print("  none reported")
     out.print("\n[bold]config[/bold]")
     _print_config(reg.config, reg.warnings)
+    if reg.config.values.default_device is not None:
+        _print_default_device()
     if explain:
         device, why = reg.choose()
         out.print(f"\n[bold]default device[/bold]: {escape(device.name)}")
         for step in why:
             out.print(f"  {escape(step)}")
+
+
+def _print_default_device() -> None:
+    """Whether the configured ``default_device`` names a device that opened."""
+    try:
+        device, why = registry().choose()
+    except ZyxError as error:
+        out.print(f"  [red]error: {escape(describe(error))}[/red]", soft_wrap=True)
+        return
+    out.print(f"  {escape(why[0])}: [green]{escape(device.name)}[/green]")
 
 
 def _print_standing(title: str, state: State, reason: str, note: str = "") -> None:

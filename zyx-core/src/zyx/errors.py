@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import Enum
 
 
@@ -57,12 +58,37 @@ class ConfigError(ZyxError):
 
 
 class PluginError(ZyxError):
-    """A backend plugin could not be used. Chained (``__cause__``) to the original failure."""
+    """A backend plugin could not be used. Chained (``__cause__``) to the original failure.
 
-    def __init__(self, plugin: str, reason: str) -> None:
+    ``request`` names what asked for the backend where it was not the caller: the config
+    field and its source (``default_device = 'cuda' (from ZYX_DEFAULT_DEVICE)``).
+    """
+
+    def __init__(self, plugin: str, reason: str, *, request: str = "") -> None:
         self.plugin = plugin
         self.reason = reason
-        super().__init__(f"backend plugin {plugin!r} is unavailable: {reason}")
+        self.request = request
+        super().__init__(_requested(request, f"backend plugin {plugin!r} is unavailable: {reason}"))
+
+
+class DeviceNotFoundError(ZyxError, LookupError):
+    """A usable backend has no device of the index asked for; names the devices it has.
+
+    ``request`` as for ``PluginError``.
+    """
+
+    def __init__(self, device: str, devices: Sequence[str], *, request: str = "") -> None:
+        self.device = device
+        self.devices = tuple(devices)
+        self.request = request
+        backend = device.partition(":")[0]
+        have = ", ".join(devices)
+        problem = f"backend {backend!r} has no device {device!r} (its devices: {have})"
+        super().__init__(_requested(request, problem))
+
+
+def _requested(request: str, problem: str) -> str:
+    return f"{request}: {problem}" if request else problem
 
 
 class IRError(ZyxError):

@@ -27,7 +27,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -50,7 +50,7 @@ from zyx.config import (
     read_sources,
     validate,
 )
-from zyx.errors import ConfigError, PluginError, ZyxError
+from zyx.errors import ConfigError, DeviceNotFoundError, PluginError, ZyxError
 from zyx.hookspecs import BackendSpec, ProbeResult
 
 ENTRY_POINT_GROUP = "zyx.backends"
@@ -404,17 +404,45 @@ class Registry:
 
     def check_config(self, raw: RawConfig, files: tuple[Path, ...] = ()) -> Config:
         """Validate ``raw`` on its own (not merged with this process's sources) against the
-        sections of the backends found: ``zyx config validate FILE``."""
+        sections of the backends found: ``zyx config validate FILE``. A ``default_device``
+        that names no device the probes see is a warning (nothing is opened)."""
+        cfg = self._check(raw, files)
+        name = cfg.values.default_device
+        problem = "" if name is None else self._no_device(cfg, name)
+        if not problem:
+            return cfg
+        asked = f"default_device = {name!r} (from {cfg.source('default_device')})"
+        return replace(cfg, warnings=(*cfg.warnings, f"{asked}: {problem}"))
+
+    def _check(self, raw: RawConfig, files: tuple[Path, ...]) -> Config:
         plugins = self.plugins()
         backends = [b for p in plugins for b in p.backends]
         sections = {b.name: b.section for b in backends if b.section is not None}
         installed = {p.name for p in plugins} | {b.name for b in backends}
         return validate(raw, sections, installed, files)
 
+    def _no_device(self, cfg: Config, name: str) -> str:
+        """Why device ``name`` is not there under ``cfg`` as far as the probes see, or ``""``."""
+        backend_name, index = _parse(name)
+        record = self._find(backend_name)
+        if record is None:
+            installed = ", ".join(sorted(b.name for p in self.plugins() for b in p.backends))
+            return f"no backend {backend_name!r} is installed (installed: {installed or 'none'})"
+        if not record.usable:
+            return f"{backend_name!r} is {record.state.value}: {record.reason}"
+        if not isinstance(record, BackendRecord):
+            return f"plugin {backend_name!r} provides no backend of that name"
+        if not getattr(cfg.values, backend_name).enabled:
+            return f"{backend_name}.enabled = false (from {cfg.source(backend_name, 'enabled')})"
+        seen = record.probe.devices if record.probe is not None else 0
+        if index is not None and index >= seen:
+            return f"backend {backend_name!r} sees {seen} device(s), so no {name!r}"
+        return ""
+
     def _validate(self, overrides: RawConfig) -> Config:
         self.plugins()
         assert self._sources is not None
-        return self.check_config(self._raw() | overrides, self._sources.files)
+        return self._check(self._raw() | overrides, self._sources.files)
 
     def _apply(self, cfg: Config) -> None:
         """Disable or enable each unopened backend by its section's ``enabled``."""
@@ -439,7 +467,8 @@ class Registry:
 
         ``None`` means ``default_device`` from the config, else the first device of the
         backend with the highest priority. A backend that is not usable raises
-        ``PluginError``, chained to the failure that quarantined it. Why the device was
+        ``PluginError``, chained to the failure that quarantined it; an index the backend
+        does not have raises ``DeviceNotFoundError``. Why the device was
         chosen is logged on ``zyx.dev`` (``ZYX_DEBUG=1``) and shown by ``zyx doctor --explain``.
         """
         device, why = self.choose(name)
@@ -447,30 +476,35 @@ class Registry:
         return device
 
     def choose(self, name: str | None = None) -> tuple[Device, list[str]]:
-        """The device :meth:`device` returns for ``name``, and the reasons, one per step."""
+        """The device :meth:`device` returns for ``name``, and the reasons, one per step.
+
+        An error for the configured ``default_device`` names the field and its source.
+        """
         with self._lock:
-            why: list[str] = []
+            if name is not None:
+                return self._named(name, f"{name!r} was asked for")
+            name = self.config.values.default_device
             if name is None:
-                name = self.config.values.default_device
-                if name is not None:
-                    source = self.config.source("default_device")
-                    why.append(f"default_device = {name!r} (from {source})")
-            else:
-                why.append(f"{name!r} was asked for")
-            if name is None:
-                return self._default(why)
-            backend_name, index = _parse(name)
-            backend = self._usable(backend_name)
-            devices = self._open(backend)
-            if not backend.usable:
-                raise PluginError(backend_name, backend.reason) from backend.error
-            chosen = devices if index is None else [d for d in devices if d.index == index]
-            if not chosen:
-                have = ", ".join(d.name for d in devices) or "none"
-                raise PluginError(backend_name, f"it has no device {name!r} (devices: {have})")
-            if index is None:
-                why.append(f"{chosen[0].name} is the first of {backend_name}'s {len(devices)}")
-            return chosen[0], why
+                return self._default([])
+            asked = f"default_device = {name!r} (from {self.config.source('default_device')})"
+            return self._named(name, asked, request=asked)
+
+    def _named(self, name: str, why: str, request: str = "") -> tuple[Device, list[str]]:
+        """The device ``name`` names, and ``why``; ``request`` prefixes its errors."""
+        backend_name, index = _parse(name)
+        backend = self._usable(backend_name, request)
+        devices = self._open(backend)
+        if not backend.usable:
+            raise PluginError(backend_name, backend.reason, request=request) from backend.error
+        if not devices:
+            raise PluginError(backend_name, "it opened no device", request=request)
+        if index is None:
+            first = f"{devices[0].name} is the first of {backend_name}'s {len(devices)}"
+            return devices[0], [why, first]
+        chosen = [d for d in devices if d.index == index]
+        if not chosen:
+            raise DeviceNotFoundError(name, [d.name for d in devices], request=request)
+        return chosen[0], [why]
 
     def _ranked(self) -> list[BackendRecord]:
         """Backends by priority, highest first; ties by name."""
@@ -488,19 +522,21 @@ class Registry:
                 return devices[0], why
         raise PluginError("(default device)", "no backend opened a device; see `zyx doctor`")
 
-    def _usable(self, name: str) -> BackendRecord:
+    def _usable(self, name: str, request: str = "") -> BackendRecord:
         """The backend ``name`` if it is usable; else ``PluginError`` saying why."""
         self._ensure_config()
         record = self._find(name)
         if record is None:
             installed = ", ".join(sorted({b.name for b in self.backends()})) or "none"
-            raise PluginError(name, f"no backend {name!r} is installed (installed: {installed})")
+            reason = f"no backend {name!r} is installed (installed: {installed})"
+            raise PluginError(name, reason, request=request)
         if record.state is State.DISABLED:
-            raise PluginError(name, f"disabled by {record.reason}")
+            raise PluginError(name, f"disabled by {record.reason}", request=request)
         if record.state is State.QUARANTINED:
-            raise PluginError(name, record.reason) from record.error
+            raise PluginError(name, record.reason, request=request) from record.error
         if not isinstance(record, BackendRecord):
-            raise PluginError(name, f"plugin {name!r} provides no backend of that name")
+            reason = f"plugin {name!r} provides no backend of that name"
+            raise PluginError(name, reason, request=request)
         return record
 
     def _open(self, backend: BackendRecord) -> tuple[Device, ...]:
