@@ -154,6 +154,47 @@ def test_doctor_reports_a_default_device_that_is_not_there(
     assert "default_device = 'host' (from ZYX_DEFAULT_DEVICE): host" in out
 
 
+BADSPECS = EntryPoint("badspecs", "zyx_test_badspecs", ENTRY_POINT_GROUP)
+
+
+@pytest.mark.parametrize(
+    ("switch", "section"),
+    [
+        ({"ZYX_PLUGINS": "host"}, {"levle": 2}),
+        ({"ZYX_DISABLE_PLUGIN_AUTOLOAD": "1"}, {"levle": 2}),
+        ({}, {"enabled": False, "levle": 2}),
+    ],
+)
+def test_config_validate_checks_the_sections_of_disabled_plugins(
+    monkeypatch: pytest.MonkeyPatch,
+    environ: dict[str, str],
+    tmp_path: Path,
+    switch: dict[str, str],
+    section: dict[str, object],
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"badspecs": section}))
+    args = ("config", "validate", str(path))
+    code, _, err = invoke(monkeypatch, {**environ, **switch}, *args, entry_points=(HOST, BADSPECS))
+    assert code == 1
+    assert f"{path}: badspecs.levle = 2: unknown key; badspecs takes: enabled, level" in err
+
+
+def test_config_validate_names_the_sections_it_could_not_check(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"missing": {"anything": 1}, "host": {"threads": 2}}))
+    code, out, _ = invoke(monkeypatch, environ, "config", "validate", str(path))
+    assert code == 0
+    assert (
+        f"warning: section 'missing' (from {path}) was not checked: plugin 'missing' is "
+        "quarantined: import failed: ModuleNotFoundError"
+    ) in out
+    assert f"{path}: valid where checked; not checked: missing" in out
+    assert "is valid" not in out
+
+
 def test_config_validate_of_a_missing_file(
     monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path
 ) -> None:

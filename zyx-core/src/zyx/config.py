@@ -210,7 +210,9 @@ class Config:
     """Source of each value someone set; every other value is the default."""
     files: tuple[Path, ...] = ()
     warnings: tuple[str, ...] = ()
-    """Sections for backends that are not installed (ignored)."""
+    """Sections for backends that are not installed, or that could not be checked (ignored)."""
+    unchecked: tuple[str, ...] = ()
+    """Sections set but not checked: their plugin is installed but did not load."""
 
     def section(self, name: str) -> BaseModel:
         """The section of core part or backend ``name``."""
@@ -238,11 +240,13 @@ def validate(
     sections: Mapping[str, type[BaseModel]],
     installed: Collection[str] = (),
     files: tuple[Path, ...] = (),
+    unchecked: Mapping[str, str] | None = None,
 ) -> Config:
     """Validate merged settings against the core fields and the backends' ``sections``.
 
     A section that no installed plugin could own is ignored with a warning; one that an
-    installed but unloaded plugin owns (quarantined, disabled) is ignored silently: the
+    installed but unloaded plugin owns (quarantined, disabled) is ignored, with a warning
+    saying why where ``unchecked`` (section name to why) has it, else silently: the
     plugin's own state says why. Raises ``ConfigError`` for the first invalid value.
     """
     known = CORE_SECTIONS | SCALARS | sections.keys()
@@ -264,13 +268,16 @@ def validate(
         values = model.model_validate(nested)
     except ValidationError as error:
         raise _config_error(error, raw, model) from None
+    unchecked = {name: why for name, why in (unchecked or {}).items() if name in ignored}
     warnings = tuple(
         f"section {name!r} (from {source}) is for a backend that is not installed; ignored"
-        for name, source in ignored.items()
         if name not in installed
+        else f"section {name!r} (from {source}) was not checked: {unchecked[name]}"
+        for name, source in ignored.items()
+        if name not in installed or name in unchecked
     )
     sources = {path: s.source for path, s in raw.items() if path[0] in known}
-    return Config(values, sources, files, warnings)
+    return Config(values, sources, files, warnings, tuple(unchecked))
 
 
 def _config_error(error: ValidationError, raw: RawConfig, model: type[BaseModel]) -> ConfigError:

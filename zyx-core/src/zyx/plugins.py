@@ -148,15 +148,20 @@ class Registry:
     Construct one explicitly to look at another environment: ``environ`` replaces
     ``os.environ`` (switches, config variables, the config file's location) and
     ``entry_points`` replaces the installed entry points of group ``zyx.backends``.
+    ``every_plugin`` imports every plugin installed, whatever ``ZYX_PLUGINS``,
+    ``ZYX_DISABLE_PLUGIN_AUTOLOAD`` or config say: to check config against all of them.
     """
 
     def __init__(
         self,
         environ: Mapping[str, str] | None = None,
         entry_points: Iterable[EntryPoint] | None = None,
+        *,
+        every_plugin: bool = False,
     ) -> None:
         self._environ = dict(os.environ if environ is None else environ)
         self._entry_points = None if entry_points is None else list(entry_points)
+        self._every_plugin = every_plugin
         self._lock = threading.RLock()
         self._manager = pluggy.PluginManager(zyx.hookspecs.PROJECT)
         self._manager.add_hookspecs(zyx.hookspecs)
@@ -175,7 +180,6 @@ class Registry:
         """
         with self._lock:
             if self._plugins is None:
-                self._sources = read_sources(self._environ)
                 self._plugins = []
                 for ep in self._find_entry_points():
                     self._plugins.append(self._load(ep))
@@ -266,6 +270,8 @@ class Registry:
 
     def _disabled_by(self, plugin: str) -> str:
         """What disables ``plugin`` before it is imported, or ``""``."""
+        if self._every_plugin:
+            return ""
         autoload = self._environ.get("ZYX_DISABLE_PLUGIN_AUTOLOAD", "")
         if autoload.strip().lower() not in _FALSE:
             return f"ZYX_DISABLE_PLUGIN_AUTOLOAD={autoload}"
@@ -389,8 +395,14 @@ class Registry:
         return enabled
 
     def _raw(self) -> RawConfig:
-        assert self._sources is not None, "plugins() reads the sources first"
-        return self._sources.raw
+        return self._read_sources().raw
+
+    def _read_sources(self) -> Sources:
+        """The config file and the environment, read on first need (whether a plugin is
+        enabled, or validation): raises ``ConfigError`` if the file cannot be read."""
+        if self._sources is None:
+            self._sources = read_sources(self._environ)
+        return self._sources
 
     def _ensure_config(self) -> Config:
         with self._lock:
@@ -404,22 +416,46 @@ class Registry:
 
     def check_config(self, raw: RawConfig, files: tuple[Path, ...] = ()) -> Config:
         """Validate ``raw`` on its own (not merged with this process's sources) against the
-        sections of the backends found: ``zyx config validate FILE``. A ``default_device``
-        that names no device the probes see is a warning (nothing is opened)."""
-        cfg = self._check(raw, files)
+        sections of every installed plugin: ``zyx config validate FILE``.
+
+        Plugins that ``ZYX_PLUGINS``, ``ZYX_DISABLE_PLUGIN_AUTOLOAD`` or config disable are
+        imported for it (in a registry of their own, not this one's); a section whose
+        plugin fails to load is a warning that it was not checked, and so is a
+        ``default_device`` that names no device the probes see (nothing is opened).
+        """
+        every = Registry(self._environ, self._entry_points, every_plugin=True)
+        cfg = every._check(raw, files, name_unchecked=True)
         name = cfg.values.default_device
-        problem = "" if name is None else self._no_device(cfg, name)
+        problem = "" if name is None else every._no_device(cfg, name)
         if not problem:
             return cfg
         asked = f"default_device = {name!r} (from {cfg.source('default_device')})"
         return replace(cfg, warnings=(*cfg.warnings, f"{asked}: {problem}"))
 
-    def _check(self, raw: RawConfig, files: tuple[Path, ...]) -> Config:
+    def _check(
+        self, raw: RawConfig, files: tuple[Path, ...], *, name_unchecked: bool = False
+    ) -> Config:
+        """Validate ``raw`` against the sections of the backends found; where
+        ``name_unchecked``, say which sections could not be checked, and why."""
         plugins = self.plugins()
         backends = [b for p in plugins for b in p.backends]
         sections = {b.name: b.section for b in backends if b.section is not None}
         installed = {p.name for p in plugins} | {b.name for b in backends}
-        return validate(raw, sections, installed, files)
+        unchecked = self._unchecked() if name_unchecked else {}
+        return validate(raw, sections, installed, files, unchecked)
+
+    def _unchecked(self) -> dict[str, str]:
+        """Why the section of each plugin or backend that did not load has no model."""
+        why: dict[str, str] = {}
+        for plugin in self.plugins():
+            if not plugin.usable:
+                why[plugin.name] = (
+                    f"plugin {plugin.name!r} is {plugin.state.value}: {plugin.reason}"
+                )
+            for backend in plugin.backends:
+                if backend.section is None:
+                    why[backend.name] = f"backend {backend.name!r} is quarantined: {backend.reason}"
+        return why
 
     def _no_device(self, cfg: Config, name: str) -> str:
         """Why device ``name`` is not there under ``cfg`` as far as the probes see, or ``""``."""
@@ -440,9 +476,8 @@ class Registry:
         return ""
 
     def _validate(self, overrides: RawConfig) -> Config:
-        self.plugins()
-        assert self._sources is not None
-        return self._check(self._raw() | overrides, self._sources.files)
+        sources = self._read_sources()
+        return self._check(sources.raw | overrides, sources.files)
 
     def _apply(self, cfg: Config) -> None:
         """Disable or enable each unopened backend by its section's ``enabled``."""
