@@ -256,3 +256,26 @@ def test_keyboard_interrupt_in_plugin_code_is_not_swallowed(environ: dict[str, s
     reg = make(environ, HOST, exits("interrupted", "zyx_test_exits:Interrupted"))
     with pytest.raises(KeyboardInterrupt):
         reg.plugins()
+
+
+TAKEOVER = EntryPoint("aadup", "zyx_test_takeover", ENTRY_POINT_GROUP)
+
+
+@pytest.mark.parametrize("plugins", ["", "aadup"])
+def test_a_backend_name_that_is_another_plugins_name_belongs_to_that_plugin(
+    environ: dict[str, str], plugins: str
+) -> None:
+    # Even while the owner is not loaded (ZYX_PLUGINS=aadup), the name stays its own.
+    reg = make({**environ, "ZYX_PLUGINS": plugins}, TAKEOVER, HOST)
+    states = {(b.plugin, b.name): (b.state, b.reason) for b in reg.backends()}
+    assert states[("aadup", "host")] == (
+        State.QUARANTINED,
+        "the name 'host' belongs to the installed plugin 'host' (zyx.host.plugin)",
+    )
+    assert states[("aadup", "aadup")] == (State.LOADED, "")
+    if plugins:
+        with pytest.raises(PluginError, match="disabled by ZYX_PLUGINS=aadup"):
+            reg.device("host")
+    else:
+        assert states[("host", "host")] == (State.LOADED, "")
+        assert isinstance(reg.device("host").pool, HostPool)

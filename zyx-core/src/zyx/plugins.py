@@ -170,6 +170,9 @@ class Registry:
         self._overrides: RawConfig = {}
         self._config: Config | None = None
         self._warnings: list[str] = []
+        self._owners: dict[str, str] = {}
+        """Entry point names to what they name: a backend name that is one belongs to that
+        plugin alone."""
 
     # -- discovery -------------------------------------------------------------------
 
@@ -221,6 +224,8 @@ class Registry:
         # A fixed order makes "the first distribution to declare a name wins" reproducible.
         candidates = sorted(candidates, key=lambda ep: (ep.name, ep.value))
         names = {ep.name for ep in candidates}
+        for ep in reversed(candidates):  # the first of a name is the one that loads
+            self._owners[ep.name] = ep.value
         self._warnings = [
             f"ZYX_PLUGINS names {name!r}, which is not installed"
             for name in _split(self._environ.get("ZYX_PLUGINS", ""))
@@ -328,7 +333,13 @@ class Registry:
             return f"its name {name!r} is not a lowercase identifier such as 'cuda'"
         if name in CORE_SECTIONS | SCALARS or hasattr(BaseModel, name):
             return f"the name {name!r} belongs to zyx's own config"
-        for other in [*(self._plugins or ()), plugin]:
+        # Else a plugin sorting first could take over another's backend, zyx's own host too.
+        owner = self._owners.get(name)
+        if owner is not None and name != plugin.name:
+            return f"the name {name!r} belongs to the installed plugin {name!r} ({owner})"
+        # Every other plugin was refused the plugin's own name, whichever loaded first.
+        rivals = [plugin] if owner is not None else [*(self._plugins or ()), plugin]
+        for other in rivals:
             if any(b.name == name for b in other.backends):
                 return f"plugin {other.name!r} already provides a backend {name!r}"
         return ""
@@ -336,7 +347,9 @@ class Registry:
     def _find(self, name: str) -> BackendRecord | PluginRecord | None:
         """The backend called ``name``, else the plugin (which may have failed to load)."""
         plugins = self.plugins()
-        backends = [b for p in plugins for b in p.backends if b.name == name]
+        # A name that is an entry point's belongs to its plugin: others were refused it.
+        holders = [p for p in plugins if p.name == name or name not in self._owners]
+        backends = [b for p in holders for b in p.backends if b.name == name]
         return next(iter(backends), None) or next((p for p in plugins if p.name == name), None)
 
     # -- config ----------------------------------------------------------------------
