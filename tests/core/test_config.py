@@ -115,6 +115,38 @@ def test_zyx_config_naming_a_missing_file_is_an_error(
     )
 
 
+def test_xdg_config_home_naming_a_file_means_no_config_file(
+    environ: dict[str, str], tmp_path: Path
+) -> None:
+    not_a_folder = tmp_path / "config-home"
+    not_a_folder.write_text("")
+    assert registry({**environ, "XDG_CONFIG_HOME": str(not_a_folder)}).config.files == ()
+    named = str(not_a_folder / "config.json")  # a file ZYX_CONFIG names must exist
+    error = config_error({**environ, "ZYX_CONFIG": named})
+    assert (error.source, error.value, error.problem) == ("ZYX_CONFIG", named, "no such file")
+
+
+def test_misspelt_top_level_key_is_an_unknown_key(environ: dict[str, str]) -> None:
+    path = write_config(environ, {"default_devise": "host"})
+    assert str(config_error(environ)) == (
+        f"{path}: default_devise = 'host': unknown key; "
+        "the config takes: autotune, default_device, host"
+    )
+    path.unlink()
+    error = config_error(environ, default_devise="host")
+    assert (error.source, error.field) == (CONFIGURE, "default_devise")
+
+
+def test_default_device_in_capitals_says_device_strings_are_lowercase(
+    environ: dict[str, str],
+) -> None:
+    error = config_error({**environ, "ZYX_DEFAULT_DEVICE": "CUDA:1"})
+    assert str(error) == (
+        "ZYX_DEFAULT_DEVICE: default_device = 'CUDA:1': not a device string "
+        "(lowercase, like 'host', 'cuda' or 'cuda:1'); did you mean 'cuda:1'?"
+    )
+
+
 def test_bad_json_names_file_line_and_column(environ: dict[str, str]) -> None:
     path = write_config(environ, '{\n  "host": {"threads": 2,}\n}\n')
     error = config_error(environ)

@@ -77,10 +77,12 @@ def test_a_bad_default_device_names_the_field_and_its_source(environ: dict[str, 
     assert reg.device("host").name == "host"  # an explicit request does not read it
 
 
-@pytest.mark.parametrize("name", ["", "Host", "host:", "host:x", "cuda:-1", ":0"])
-def test_malformed_device_strings_are_refused(environ: dict[str, str], name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["", "Host", "host:", "host:x", "cuda:-1", ":0", "host\n", "host:\u0661", 0, b"host"]
+)
+def test_malformed_device_strings_are_refused(environ: dict[str, str], name: object) -> None:
     with pytest.raises(DeviceNameError, match="is not a device string") as caught:
-        make(environ).device(name)
+        make(environ).device(name)  # type: ignore[arg-type]
     assert isinstance(caught.value, ValueError) and isinstance(caught.value, ZyxError)
 
 

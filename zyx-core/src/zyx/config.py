@@ -21,13 +21,15 @@ A backend's section is a subclass of :class:`BackendSection`, named by its ``Bac
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import PydanticCustomError
 
 from zyx.errors import ConfigError
 
@@ -66,7 +68,29 @@ class AutotuneSection(BaseModel):
     """Keep the winners on disk across runs."""
 
 
-DeviceName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(:[0-9]+)?$")]
+DEVICE = re.compile(r"([a-z][a-z0-9_]*)(?::([0-9]+))?")
+"""A device string, whole (``fullmatch``): ``host``, ``cuda``, ``cuda:1``; groups: the
+backend's name and the index."""
+
+
+def device_problem(value: object) -> str:
+    """Why ``value`` is not a device string, or ``""``."""
+    if isinstance(value, str) and DEVICE.fullmatch(value):
+        return ""
+    lower = value.lower() if isinstance(value, str) else ""
+    hint = f"; did you mean {lower!r}?" if DEVICE.fullmatch(lower) else ""
+    return f"not a device string (lowercase, like 'host', 'cuda' or 'cuda:1'){hint}"
+
+
+def _device_name(value: str) -> str:
+    # The message quotes only [a-z0-9_:] from the value: no braces for pydantic to format.
+    problem = device_problem(value)
+    if problem:
+        raise PydanticCustomError("device_name", problem)
+    return value
+
+
+DeviceName = Annotated[str, AfterValidator(_device_name)]
 """A device string: ``host``, ``cuda``, ``cuda:1``."""
 
 
@@ -121,14 +145,10 @@ def flatten(data: Mapping[str, Any], source: str) -> RawConfig:
     """``{"cuda": {"queues": 8}}`` to ``{("cuda", "queues"): Setting(8, source)}``."""
     raw: RawConfig = {}
     for key, value in data.items():
-        if key in SCALARS:
-            raw[(key,)] = Setting(value, source)
-        elif isinstance(value, Mapping):
+        if isinstance(value, Mapping) and key not in SCALARS:
             raw.update({(key, name): Setting(v, source) for name, v in value.items()})
-        else:
-            raise ConfigError(
-                source, key, value, 'a section must be an object of fields, e.g. {"enabled": true}'
-            )
+        else:  # a value, or a section that is not an object: validate() says which
+            raw[(key,)] = Setting(value, source)
     return raw
 
 
@@ -147,7 +167,8 @@ def read_file(path: Path, *, required_by: str | None = None) -> RawConfig:
     (the variable or command that named it) says it must exist."""
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        # The default place may not even be a possible path (XDG_CONFIG_HOME names a file).
         if required_by is None:
             return {}
         raise ConfigError(required_by, "(file)", str(path), "no such file") from None
@@ -254,10 +275,19 @@ def validate(
     ignored: dict[str, str] = {}
     for path, setting in raw.items():
         head = path[0]
+        if head not in known and len(path) == 1:  # a misspelt value, not a section
+            names = ", ".join(sorted(known))
+            raise ConfigError(
+                setting.source, head, setting.value, f"unknown key; the config takes: {names}"
+            )
         if head not in known:
             ignored.setdefault(head, setting.source)
         elif (head in SCALARS) != (len(path) == 1):
-            problem = "is a value, not a section" if head in SCALARS else "is a section of fields"
+            problem = (
+                "is a value, not a section"
+                if head in SCALARS
+                else 'is a section: an object of fields, e.g. {"enabled": true}'
+            )
             raise ConfigError(setting.source, ".".join(path), setting.value, f"{head} {problem}")
         elif len(path) == 1:
             nested[head] = setting.value

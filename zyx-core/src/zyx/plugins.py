@@ -41,11 +41,13 @@ from zyx.backend import Device
 from zyx.config import (
     CONFIGURE,
     CORE_SECTIONS,
+    DEVICE,
     SCALARS,
     BackendSection,
     Config,
     RawConfig,
     Sources,
+    device_problem,
     flatten,
     read_sources,
     validate,
@@ -57,8 +59,7 @@ ENTRY_POINT_GROUP = "zyx.backends"
 
 _log = logging.getLogger("zyx.dev")
 _API = re.compile(r"^(\d+)\.(\d+)$")
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_DEVICE = re.compile(r"^([a-z][a-z0-9_]*)(?::(\d+))?$")
+_NAME = re.compile(r"[a-z][a-z0-9_]*")
 _FALSE = frozenset({"", "0", "false", "no", "off"})
 _BOOL = TypeAdapter(bool)
 _PLUGIN_FAILURES = (Exception, SystemExit)
@@ -329,7 +330,7 @@ class Registry:
     def _name_clash(self, name: str, plugin: PluginRecord) -> str:
         """Why ``name`` cannot name a new backend of ``plugin`` (it is a device prefix and a
         config section), or ``""``."""
-        if not isinstance(name, str) or not _NAME.match(name):
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
             return f"its name {name!r} is not a lowercase identifier such as 'cuda'"
         if name in CORE_SECTIONS | SCALARS or hasattr(BaseModel, name):
             return f"the name {name!r} belongs to zyx's own config"
@@ -678,9 +679,9 @@ def _split(names: str) -> list[str]:
 
 def _parse(name: str) -> tuple[str, int | None]:
     """``"cuda:1"`` to ``("cuda", 1)``; ``"host"`` to ``("host", None)``."""
-    match = _DEVICE.match(name)
+    match = DEVICE.fullmatch(name) if isinstance(name, str) else None
     if match is None:
-        raise DeviceNameError(f"{name!r} is not a device string such as 'host', 'cuda' or 'cuda:1'")
+        raise DeviceNameError(f"{name!r} is {device_problem(name)}")
     return match[1], None if match[2] is None else int(match[2])
 
 
