@@ -4,11 +4,14 @@ test's own environment."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
 import typer
+from conftest import clean_environ
 from typer.testing import CliRunner
 
 import zyx.plugins
@@ -232,3 +235,26 @@ def test_describe_adds_a_cause_the_message_does_not_state() -> None:
             "backend plugin 'cuda' is unavailable: no driver "
             "(caused by OSError: libcuda.so.1: cannot open shared object file)"
         )
+
+
+def test_doctor_says_when_the_host_compiler_does_not_work(tmp_path: Path) -> None:
+    # In a process of its own: the host detects its compiler once per process.
+    broken = tmp_path / "brokencc"
+    broken.write_text(
+        '#!/bin/sh\ncase "$*" in *--version*) echo "brokencc 1.0";; *) exit 1;; esac\n'
+    )
+    broken.chmod(0o755)
+    environ = clean_environ(
+        tmp_path,
+        ZYX_HOST_COMPILER=str(broken),
+        ZYX_PLUGINS="host",
+        ZYX_CACHE_DIR=str(tmp_path),
+        COLUMNS="300",
+    )
+    command = [sys.executable, "-m", "zyx", "doctor"]
+    done = subprocess.run(command, env=environ, capture_output=True, text=True, check=True)
+    device_line = next(
+        line for line in done.stdout.splitlines() if line.strip().startswith("host: ")
+    )
+    assert "numpy interpreter" in device_line and "does not work" in device_line
+    assert f"host: C compiler: {broken}" in done.stdout

@@ -132,6 +132,9 @@ def doctor(
     for b in reg.backends():
         _print_standing(f"{b.name} (plugin {b.plugin}, priority {b.priority})", b.state,
                         b.reason, _devices_note(b))  # fmt: skip
+        # What opening found, which a probe cannot know (the host's compiler may not work).
+        for device in b.devices or ():
+            out.print(f"      {escape(device.name)}: {escape(device.info.name)}")
     out.print("\n[bold]native libraries[/bold]")
     libraries = [(b.name, lib, where) for b in reg.backends() if b.probe
                  for lib, where in b.probe.libraries.items()]  # fmt: skip
