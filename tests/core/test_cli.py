@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import typer
-from conftest import clean_environ
 from typer.testing import CliRunner
 
 import zyx.plugins
@@ -237,20 +236,17 @@ def test_describe_adds_a_cause_the_message_does_not_state() -> None:
         )
 
 
-def test_doctor_says_when_the_host_compiler_does_not_work(tmp_path: Path) -> None:
+def test_doctor_says_when_the_host_compiler_does_not_work(
+    environ: dict[str, str], tmp_path: Path
+) -> None:
     # In a process of its own: the host detects its compiler once per process.
     broken = tmp_path / "brokencc"
     broken.write_text(
         '#!/bin/sh\ncase "$*" in *--version*) echo "brokencc 1.0";; *) exit 1;; esac\n'
     )
     broken.chmod(0o755)
-    environ = clean_environ(
-        tmp_path,
-        ZYX_HOST_COMPILER=str(broken),
-        ZYX_PLUGINS="host",
-        ZYX_CACHE_DIR=str(tmp_path),
-        COLUMNS="300",
-    )
+    environ |= {"ZYX_HOST_COMPILER": str(broken), "ZYX_PLUGINS": "host", "COLUMNS": "300"}
+    environ["ZYX_CACHE_DIR"] = str(tmp_path)
     command = [sys.executable, "-m", "zyx", "doctor"]
     done = subprocess.run(command, env=environ, capture_output=True, text=True, check=True)
     device_line = next(
