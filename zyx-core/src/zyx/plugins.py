@@ -8,9 +8,9 @@ devices are first needed.
 Whatever fails on the way (an import, a missing shared library, an incompatible API
 version, a probe or an ``open`` that raises, plugin code that calls ``sys.exit()``)
 quarantines that plugin or backend with its reason and the exception; every other backend
-keeps working. Asking for a quarantined
-backend by name raises ``PluginError`` chained to the original exception: zyx never
-replaces a backend it was asked for by another one.
+keeps working. Asking for a quarantined backend by name raises ``PluginError`` chained to
+the original exception: zyx never replaces a backend it was asked for by another one. A
+backend name that is an entry point's name belongs to that plugin alone.
 
 Switches, from the environment:
 
@@ -476,7 +476,7 @@ class Registry:
         backend_name, index = _parse(name)
         record = self._find(backend_name)
         if record is None:
-            installed = ", ".join(sorted(b.name for p in self.plugins() for b in p.backends))
+            installed = ", ".join(sorted({b.name for p in self.plugins() for b in p.backends}))
             return f"no backend {backend_name!r} is installed (installed: {installed or 'none'})"
         if not record.usable:
             return f"{backend_name!r} is {record.state.value}: {record.reason}"
