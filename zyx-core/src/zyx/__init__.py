@@ -10,7 +10,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from zyx import log
-from zyx.errors import BackendError, ConfigError, ErrorStatus, IRError, PluginError, ZyxError
+from zyx.errors import (
+    BackendError,
+    ConfigError,
+    DeviceNotFoundError,
+    ErrorStatus,
+    IRError,
+    PluginError,
+    ZyxError,
+)
 
 if TYPE_CHECKING:
     from zyx.plugins import configure, device, devices
@@ -25,7 +33,8 @@ _LAZY = {
 """Public name to the module that defines it, imported on first access."""
 
 __all__ = [
-    "BackendError", "ConfigError", "ErrorStatus", "IRError", "PluginError", "ZyxError",
+    "BackendError", "ConfigError", "DeviceNotFoundError", "ErrorStatus", "IRError",
+    "PluginError", "ZyxError",
     "__version__", "configure", "device", "devices",
 ]  # fmt: skip
 
