@@ -198,6 +198,17 @@ def test_configure_refused_by_the_plugin_it_enables_changes_nothing(
     assert reg.config.section("badspecs").level == 2  # type: ignore[attr-defined]
 
 
+def test_a_section_validator_that_fails_on_a_value_is_a_config_error(
+    environ: dict[str, str],
+) -> None:
+    reg = make({**environ, "ZYX_PICKY__MODE": "b"}, HOST, BADSPECS)
+    with pytest.raises(ConfigError) as caught:
+        reg.devices()
+    error = caught.value
+    assert (error.source, error.field) == ("ZYX_PICKY__MODE", "picky")
+    assert "its validator failed: TypeError: cannot handle 'b'" in error.problem
+
+
 @pytest.mark.parametrize("value", ["0", "False", "off", "no"])
 def test_every_false_spelling_disables_a_plugin_before_import(
     environ: dict[str, str], value: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel, field_validator, model_validator
 
 from zyx.config import BackendSection
 from zyx.hookspecs import BackendSpec, ProbeResult, hookimpl
@@ -31,6 +31,19 @@ class Fine(BackendSection):
     level: int = 1
 
 
+class Picky(BackendSection):
+    """Loads (its default is fine) but fails on some values as no validator should."""
+
+    mode: str = "a"
+
+    @field_validator("mode")
+    @classmethod
+    def broken(cls, value: str) -> str:
+        if value != "a":
+            raise TypeError(f"cannot handle {value!r}")
+        return value
+
+
 def probe() -> ProbeResult:
     return ProbeResult(available=True, devices=1)
 
@@ -46,6 +59,7 @@ def zyx_backends() -> list[BackendSpec]:
         spec("plain", config=Plain),
         spec("required", config=Required),
         spec("raising", config=Raising),
+        spec("picky", config=Picky),
         spec("unranked", priority=None),
         spec("nothing", probe=lambda: None),
         spec("nolibraries", probe=lambda: ProbeResult(True, 1, libraries=None)),  # type: ignore[arg-type]

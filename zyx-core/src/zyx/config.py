@@ -298,6 +298,8 @@ def validate(
         values = model.model_validate(nested)
     except ValidationError as error:
         raise _config_error(error, raw, model) from None
+    except Exception as error:  # a plugin's validator with a bug, on the user's value
+        raise _validator_error(error, raw, sections, nested) from error
     unchecked = {name: why for name, why in (unchecked or {}).items() if name in ignored}
     warnings = tuple(
         f"section {name!r} (from {source}) is for a backend that is not installed; ignored"
@@ -327,6 +329,23 @@ def _config_error(error: ValidationError, raw: RawConfig, model: type[BaseModel]
     if len(problems) > 1:
         problem += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
     return ConfigError(source, _dotted(loc), first["input"], problem)
+
+
+def _validator_error(
+    error: Exception, raw: RawConfig, sections: Mapping[str, type[BaseModel]], nested: Any
+) -> ConfigError:
+    """``error``, which a section's own validator raised, as a ``ConfigError`` naming the
+    section (found by validating each alone) and where its values came from."""
+    for name, section in sections.items():
+        try:
+            section.model_validate(nested.get(name, {}))
+        except ValidationError:
+            continue
+        except Exception:
+            source = next((s.source for path, s in raw.items() if path[0] == name), DEFAULT)
+            problem = f"its validator failed: {type(error).__name__}: {error}"
+            return ConfigError(source, name, nested.get(name, {}), problem)
+    return ConfigError(DEFAULT, "(config)", nested, f"validation failed: {error!r}")
 
 
 def _fields_at(model: type[BaseModel], path: FieldPath) -> list[str]:
