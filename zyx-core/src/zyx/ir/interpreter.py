@@ -161,9 +161,7 @@ class _Program:
         self.kernel = kernel
         self.ops = kernel.ops
         self.types = types
-        self.dtypes = [
-            kernel.dtype_of(r) if _has_value(op) else None for r, op in enumerate(kernel.ops)
-        ]
+        self.dtypes = kernel.dtypes
         self.body = self._nest()
 
     def _nest(self) -> list[Node]:
@@ -186,10 +184,6 @@ class _Program:
 
     def fail(self, ref: Ref, message: str) -> IRError:
         return IRError(f"kernel {self.kernel.name!r}, op %{ref} ({self.ops[ref]}): {message}")
-
-
-def _has_value(op: object) -> bool:
-    return not isinstance(op, (Store, EndLoop, If, EndIf, Barrier))
 
 
 class _Chunk:

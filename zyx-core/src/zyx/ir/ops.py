@@ -253,13 +253,14 @@ class Kernel:
 
     def dtype_of(self, ref: Ref) -> DType:
         """The dtype of the value ``ref`` produces."""
-        dtype = self._dtypes[ref]
+        dtype = self.dtypes[ref]
         if dtype is None:
             raise TypeError(f"%{ref} ({type(self.ops[ref]).__name__}) produces no value")
         return dtype
 
     @cached_property
-    def _dtypes(self) -> list[DType | None]:
+    def dtypes(self) -> list[DType | None]:
+        """The dtype of each op's value (``value_dtypes``), found once per kernel."""
         return value_dtypes(self.ops)
 
     def __str__(self) -> str:

@@ -32,7 +32,6 @@ from zyx.ir.ops import (
     Unary,
     UOp,
     format_op,
-    value_dtypes,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +93,7 @@ class _Verifier:
         self.scopes: list[tuple[Ref, list[Ref]]] = []  # (opening op, values defined inside)
         self.ranges: set[tuple[int, Scope]] = set()
         self.at = 0
-        self.dtypes = value_dtypes(self.ops)
+        self.dtypes = kernel.dtypes
 
     def fail(self, message: str) -> IRError:
         op = self.ops[self.at]
