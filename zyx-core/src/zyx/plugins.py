@@ -476,8 +476,7 @@ class Registry:
         backend_name, index = _parse(name)
         record = self._find(backend_name)
         if record is None:
-            installed = ", ".join(sorted({b.name for p in self.plugins() for b in p.backends}))
-            return f"no backend {backend_name!r} is installed (installed: {installed or 'none'})"
+            return self._not_installed(backend_name)
         if not record.usable:
             return f"{backend_name!r} is {record.state.value}: {record.reason}"
         if not isinstance(record, BackendRecord):
@@ -576,9 +575,7 @@ class Registry:
         self._ensure_config()
         record = self._find(name)
         if record is None:
-            installed = ", ".join(sorted({b.name for b in self.backends()})) or "none"
-            reason = f"no backend {name!r} is installed (installed: {installed})"
-            raise PluginError(name, reason, request=request)
+            raise PluginError(name, self._not_installed(name), request=request)
         if record.state is State.DISABLED:
             raise PluginError(name, f"disabled by {record.reason}", request=request)
         if record.state is State.QUARANTINED:
@@ -587,6 +584,10 @@ class Registry:
             reason = f"plugin {name!r} provides no backend of that name"
             raise PluginError(name, reason, request=request)
         return record
+
+    def _not_installed(self, name: str) -> str:
+        installed = ", ".join(sorted({b.name for b in self.backends()})) or "none"
+        return f"no backend {name!r} is installed (installed: {installed})"
 
     def _open(self, backend: BackendRecord) -> tuple[Device, ...]:
         """The backend's devices, opened on first need; a failure quarantines it."""
