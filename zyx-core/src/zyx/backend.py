@@ -489,10 +489,10 @@ def check_compilable(kernel: Kernel, info: DeviceInfo) -> None:
 
 
 def not_a_program(device: Device, program: object) -> BackendError:
-    """The error of a launch on ``device`` of what is not one of its programs: a program of
-    another device, or no program at all (a ``Kernel`` not compiled yet, say)."""
+    """The error of a launch or release on ``device`` of what is not one of its programs: a
+    program of another device, or no program at all (a ``Kernel`` not compiled yet, say)."""
     if isinstance(program, Program):
         what = f"{program!r} was compiled for {program.device.name}, not {device.name}"
     else:
-        what = f"launch takes a Program (Device.compile(kernel)), got {reprlib.repr(program)}"
+        what = f"a Program (Device.compile(kernel)) is needed, got {reprlib.repr(program)}"
     return BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, what)

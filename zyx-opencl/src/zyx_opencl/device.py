@@ -319,7 +319,8 @@ class OpenCLDevice(Device):
         return self.scheduler.time(own, tuple(args), work)
 
     def release(self, program: Program) -> None:
-        if program.device is self and not hasattr(program, "kernel"):
+        released = isinstance(program, OpenCLProgram) and not hasattr(program, "kernel")
+        if released and program.device is self:
             return  # released already: its kernel went
         own = self._own(program)
         own.retire()
