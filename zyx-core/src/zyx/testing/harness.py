@@ -16,6 +16,7 @@ from typing import TypeAlias
 import numpy as np
 
 from zyx.backend import Buffer, Device, MemoryPool, Program, Scalar
+from zyx.codegen.c import round_to
 from zyx.dtypes import DType
 from zyx.ir import Kernel, ParamKind
 from zyx.ir.interpreter import interpret
@@ -92,11 +93,11 @@ def _widen(array: Array) -> Array:
 
 def _held(arg: HostArg, kind: ParamKind, dtype: DType) -> HostArg:
     """A ``Variable``'s value as a device holds it: floats rounded to ``dtype`` as the
-    interpreter rounds them natively (f16 straight from the Python float, bf16 through
+    backends round them (``round_to``: f16 straight from the Python float, bf16 through
     float32), integers as they are."""
     if kind is not ParamKind.VARIABLE or not dtype.is_float or isinstance(arg, np.ndarray):
         return arg
-    return float(np.array(arg).astype(dtype.numpy))
+    return round_to(float(arg), dtype)
 
 
 class Buffers:
