@@ -107,6 +107,12 @@ CAUGHT_BY = {
         "test_numerics.py::test_binary[mul-f16]",
         "test_numerics.py::test_unary[sqrt-f16]",
     ],
+    "bf16 results truncated, not rounded": [
+        "test_numerics.py::test_binary[add-bf16]",
+        "test_numerics.py::test_unary[exp-bf16]",
+        "test_dtypes.py::test_cast[f32-bf16]",
+    ],
+    "f32 sin reduced by a float 2 pi": ["test_numerics.py::test_unary[sin-f32]"],
     "zero work-groups raise": ["test_device.py::test_zero_work_groups_do_nothing"],
     "limits overstated": [
         "test_device.py::test_a_group_of_max_local_threads",

@@ -21,7 +21,14 @@ from zyx.dtypes import DType
 from zyx.ir import Kernel, ParamKind
 from zyx.ir.interpreter import interpret
 from zyx.testing.kernels import LOCAL, Elementwise, elementwise
-from zyx.testing.numerics import OP_BOUNDS, Array, assert_close, assert_poison, poisoned
+from zyx.testing.numerics import (
+    OP_BOUNDS,
+    Array,
+    assert_close,
+    assert_poison,
+    assert_ulps,
+    poisoned,
+)
 
 HostArg: TypeAlias = "Array | Scalar"
 """One launch argument on the host side: an array for a buffer param, else a scalar."""
@@ -142,8 +149,12 @@ class Outcome:
     """The device's output elements past ``n``, which the kernel must not write."""
 
     def check(self) -> None:
-        """Raise ``AssertionError`` unless ``out`` matches ``ref`` and ``tail`` is untouched."""
+        """Raise ``AssertionError`` unless ``out`` matches ``ref`` (by the norm and, where the
+        part has a budget, per element in ulps) and ``tail`` is untouched."""
         assert_close(self.out, self.ref, self.part.output, self.part.name, OP_BOUNDS)
+        if self.part.ulps is not None:
+            name, budget = self.part.name, self.part.ulps
+            assert_ulps(self.out, self.ref, self.part.output, budget, name, self.inputs)
         assert_poison(self.tail, self.part.output, what=f"{self.part.name} past n")
 
 

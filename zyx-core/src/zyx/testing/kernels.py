@@ -3,8 +3,8 @@
 Elementwise kernels are built from :class:`Elementwise` parts: each part computes one
 output from its own inputs, and knows the input domain where its result is defined (no
 ``ln`` of a negative, no integer division by zero, no signed overflow, shifts within the
-bit width) and what it needs of the device. Several parts make one kernel, so a whole
-dtype's ops cost one compile.
+bit width), how far off each float result may be (:func:`ulp_budget`), and what it needs
+of the device. Several parts make one kernel, so a whole dtype's ops cost one compile.
 
 Every other factory returns a ``Kernel`` whose params are documented in its docstring.
 More sample kernels with their arguments (a tiled matmul among them) are in
@@ -63,6 +63,9 @@ class Elementwise:
     """Random inputs from the domain where the result is defined."""
     needs: tuple[tuple[DType, DTypeCapability], ...]
     """What the device must claim for this part to be tested."""
+    ulps: float | None = None
+    """The most a float result may be off, per element, in ulps of ``output``
+    (:func:`~zyx.testing.numerics.ulps`); ``None``: only the norm bound applies."""
 
     def supported(self, info: DeviceInfo) -> bool:
         """Whether ``info`` claims every capability this part needs."""
@@ -110,6 +113,45 @@ def binary_ops(dtype: DType) -> tuple[BOp, ...]:
     return (*_NUMERIC_BINARY, *_INT_ONLY_BINARY)
 
 
+F32_ULPS: dict[UOp | BOp, float] = {
+    UOp.EXP: 3, UOp.EXP2: 3, UOp.LN: 3, UOp.LOG2: 3, UOp.SQRT: 3, UOp.SIN: 4, UOp.COS: 4,
+    UOp.RECIPROCAL: 2.5, BOp.DIV: 2.5, BOp.POW: 16,
+}  # fmt: skip
+"""The largest error of these f32 ops, in ulps, that OpenCL's full profile allows (the
+OpenCL C spec's table of "ULP values for single precision built-in math functions");
+CUDA's and C libraries' are smaller. Every other float op, and every conversion, must be
+correctly rounded: at most half an ulp off."""
+
+REFERENCE_SLACK = 2.0**-16
+"""Ulps every budget allows for the reference's own rounding: it computes in float64, so
+a u64 converted to f32 is rounded twice there (first to 53 bits)."""
+
+
+def ulp_budget(op: UOp | BOp | None, dtype: DType) -> float | None:
+    """How far off a ``dtype`` result of ``op`` (``None``: a conversion to ``dtype``) may be,
+    per element, in ulps of ``dtype``; ``None`` where only the norm bound applies.
+
+    f32: :data:`F32_ULPS`, else half an ulp. f16 and bf16 compute in f32 and round once,
+    so half an ulp plus the f32 error in their coarser ulps: a result rounded the wrong way
+    (truncated, say) is caught. f64: half an ulp for the ops C and OpenCL round correctly
+    in double (all but the math functions, whose float64 reference is itself a few ulps
+    off).
+    """
+    correctly_rounded = op not in F32_ULPS
+    f32 = F32_ULPS.get(op, 0.5) if op is not None else 0.5
+    if dtype is DType.F32:
+        return f32 + REFERENCE_SLACK
+    if dtype in (DType.F16, DType.BF16):
+        coarser = 2.0 ** (ml_dtypes.finfo(dtype.numpy).nmant - 23)
+        return 0.5 + f32 * coarser + REFERENCE_SLACK
+    if dtype is DType.F64 and (correctly_rounded or op in _ROUNDED_IN_DOUBLE):
+        return 0.5 + REFERENCE_SLACK
+    return None
+
+
+_ROUNDED_IN_DOUBLE = frozenset({UOp.RECIPROCAL, UOp.SQRT, BOp.DIV})
+
+
 def capability(op: UOp | BOp) -> DTypeCapability:
     """What an op needs of its dtype: MATH for the float-only ops, else ARITHMETIC."""
     return MATH if op in _FLOAT_ONLY_UNARY or op is BOp.POW else ARITHMETIC
@@ -124,6 +166,7 @@ def unary(op: UOp, dtype: DType) -> Elementwise:
         compute=lambda x: x.builder.unary(op, x),
         sample=_unary_domain(op, dtype),
         needs=((dtype, capability(op)),),
+        ulps=ulp_budget(op, dtype),
     )
 
 
@@ -136,6 +179,7 @@ def binary(op: BOp, dtype: DType) -> Elementwise:
         compute=lambda a, b: a.builder.binary(op, a, b),
         sample=_binary_domain(op, dtype),
         needs=((dtype, capability(op)), *([(DType.BOOL, STORAGE)] if op.is_comparison else [])),
+        ulps=None if op.is_comparison else ulp_budget(op, dtype),
     )
 
 
@@ -172,6 +216,7 @@ def cast(src: DType, dst: DType) -> Elementwise:
         compute=lambda x: x.cast(dst),
         sample=_cast_domain(src, dst),
         needs=((src, ARITHMETIC), (dst, ARITHMETIC)),
+        ulps=ulp_budget(None, dst),
     )
 
 

@@ -4,7 +4,9 @@ A device's output is compared with the IR interpreter run in float64
 (:func:`zyx.testing.harness.reference`): floats by the relative norm of the difference,
 ``‖out − ref‖ / ‖ref‖`` under the output dtype's bound; integers and bools exactly. A
 single elementwise op has tighter bounds (``OP_BOUNDS``) than a kernel whose rounding
-errors accumulate (``BOUNDS``).
+errors accumulate (``BOUNDS``), and each of its elements is checked in ulps as well
+(:func:`assert_ulps`): a norm forgives a few far-off elements, or a rounding that is
+consistently a little off.
 
 Outputs are *poisoned* before a launch (NaN for floats, ``0xAB`` bytes otherwise), so an
 element the device never wrote cannot pass for a result. Bools are compared as bytes:
@@ -13,10 +15,11 @@ a stored bool must be exactly 0 or 1, and ``0xAB`` is neither.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from math import log2
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 import numpy.typing as npt
 
@@ -36,7 +39,8 @@ OP_BOUNDS: dict[DType, float] = {**BOUNDS, DType.F16: 2**-10, DType.BF16: 2**-7}
 compute in float32 and round to nearest once per op, at most half an ulp off: 2**-11
 relative for f16, 2**-8 for bf16. Their bound is one ulp, so a result that kept fewer bits
 fails (f16 at bf16's precision does). f32 and f64 keep ``BOUNDS``: their math functions may
-be several ulps off on some devices."""
+be several ulps off on some devices. A single op is also checked per element, against the
+budget of :func:`zyx.testing.kernels.ulp_budget` (:func:`assert_ulps`)."""
 
 POISON_BYTE = 0xAB
 """Fills the bytes of non-float outputs before a launch."""
@@ -184,6 +188,42 @@ def assert_close(
         raise AssertionError(
             f"{what}: {int(wrong.sum())} of {out.size} {dtype} elements differ; first at "
             f"index {i}: {got[i]!r}, expected {want[i]!r}"
+        )
+
+
+def ulps(out: Array, ref: Array, dtype: DType) -> Array:
+    """Per element, ``|out − ref|`` in units in the last place of ``dtype`` at ``ref``: the
+    spacing of ``dtype``'s values in the binade of the exact ``ref`` (below the normal
+    range, the subnormal spacing). A correctly rounded result is at most 0.5 off."""
+    info = ml_dtypes.finfo(dtype.numpy)
+    out64, ref64 = out.astype(np.float64), ref.astype(np.float64)
+    _, exponent = np.frexp(ref64)  # ref = m * 2**exponent, 0.5 <= |m| < 1
+    binade = np.where(ref64 == 0, info.minexp, np.maximum(exponent - 1, info.minexp))
+    spacing = np.exp2((binade - info.nmant).astype(np.float64))
+    with np.errstate(over="ignore", invalid="ignore"):
+        off: Array = np.abs(out64 - ref64) / spacing
+    return off
+
+
+def assert_ulps(
+    out: Array,
+    ref: Array,
+    dtype: DType,
+    budget: float,
+    what: str = "result",
+    inputs: Sequence[Array] = (),
+) -> None:
+    """Raise ``AssertionError`` unless every element of ``out`` is within ``budget``
+    :func:`ulps` of ``ref``; the message shows the worst element and its ``inputs``."""
+    off = ulps(out, ref, dtype)
+    over = ~(off <= budget)
+    if over.any():
+        worst = int(np.nanargmax(np.where(over, off, -1.0)))
+        operands = ", ".join(repr(x[worst]) for x in inputs)
+        raise AssertionError(
+            f"{what}: {int(over.sum())} of {out.size} elements more than {budget:.4g} ulps "
+            f"off; worst at index {worst}: ({operands}) gave {out[worst]!r}, expected "
+            f"{ref[worst]!r} ({off[worst]:.3g} ulps)"
         )
 
 
