@@ -1,4 +1,5 @@
-"""``zyx.conformance``: the suite run in process, counted per contract area.
+"""``zyx.conformance``: the suite run in process (or in a child, which survives a crash),
+counted per contract area.
 
 Most tests run a small suite of their own, written to a temporary folder, whose outcomes
 are known; the command's test runs the real suite's pool area against the host backend.
@@ -6,6 +7,7 @@ are known; the command's test runs the real suite's pool area against the host b
 
 from __future__ import annotations
 
+import os
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -13,9 +15,10 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+import zyx.conformance
 import zyx.plugins
 from zyx.cli import app
-from zyx.conformance import NO_AREA, Outcome, Report, Result, run
+from zyx.conformance import NO_AREA, Outcome, Report, Result, run, run_isolated
 from zyx.plugins import ENTRY_POINT_GROUP, Registry
 
 HOST = EntryPoint("host", "zyx.host.plugin", ENTRY_POINT_GROUP)
@@ -157,3 +160,69 @@ def test_the_command_exits_with_pytests_status() -> None:
     done = CliRunner().invoke(app, ["conformance", "tpu"], env={"COLUMNS": "200"})
     assert done.exit_code == pytest.ExitCode.USAGE_ERROR
     assert "no backend 'tpu' is installed" in done.stdout
+
+
+CRASHING = """
+import ctypes
+import pytest
+
+
+@pytest.mark.zyx_area("pool")
+def test_before(zyx_device):
+    assert zyx_device.name == "host"
+
+
+@pytest.mark.zyx_area("device")
+@pytest.mark.parametrize("n", [1, 2])
+def test_crashes(n):
+    ctypes.string_at(0)  # what a segfault in a backend's native call does to the process
+
+
+@pytest.mark.zyx_area("dtype")
+def test_after():
+    pass
+"""
+
+
+@pytest.fixture
+def child_environ(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path) -> None:
+    """The clean environment in ``os.environ``, where ``run_isolated``'s child gets it."""
+    for name in [n for n in os.environ if n not in environ]:
+        monkeypatch.delenv(name)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def run_crashing(tmp_path: Path, *pytest_args: str) -> Report:
+    suite = tmp_path / "suite_crashing.py"
+    suite.write_text(CRASHING)
+    return run_isolated("host", ["--import-mode=importlib", *pytest_args], suite=[str(suite)])
+
+
+@pytest.mark.usefixtures("child_environ")
+def test_a_test_that_crashes_its_process_fails_by_the_signal_and_the_rest_run(
+    tmp_path: Path,
+) -> None:
+    report = run_crashing(tmp_path)
+    results = by_test(report)
+    assert results["test_before"].outcome is Outcome.PASSED
+    assert results["test_after"] == Result(results["test_after"].test, "dtype", Outcome.PASSED)
+    for crashed in ("test_crashes[1]", "test_crashes[2]"):
+        assert results[crashed].outcome is Outcome.FAILED and results[crashed].area == "device"
+        assert results[crashed].message.startswith("crashed the test process (SIGSEGV)")
+    assert len(report.results) == 4, "each test reported once"
+    assert report.exit_code == pytest.ExitCode.TESTS_FAILED
+    assert "Fatal Python error: Segmentation fault" in report.output, "the child's own stack"
+
+
+@pytest.mark.usefixtures("child_environ")
+@pytest.mark.parametrize("stop", ["-x", "max crashes"])
+def test_the_run_stops_at_a_crash_after_x_or_too_many(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
+) -> None:
+    monkeypatch.setattr(zyx.conformance, "MAX_CRASHES", 1)
+    report = run_crashing(tmp_path, *(["-x"] if stop == "-x" else []))
+    assert sorted(by_test(report)) == ["test_before", "test_crashes[1]"]
+    assert report.exit_code == pytest.ExitCode.INTERRUPTED
+    assert "stopped after 1 crashed test; the tests after it did not run" in report.output

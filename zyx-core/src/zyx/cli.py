@@ -248,14 +248,14 @@ def conformance(
     Exits with pytest's status: 0 only when no test failed.
     """
     try:
-        from zyx.conformance import run
+        from zyx.conformance import run_isolated
     except ModuleNotFoundError as error:
         if error.name != "pytest":
             raise
         raise ZyxError(
             "zyx conformance runs the suite with pytest: pip install 'zyx-core[test]'"
         ) from None
-    report = run(backend, pytest_args or ())
+    report = run_isolated(backend, pytest_args or ())
     out.print(report.renderable())
     raise typer.Exit(report.exit_code)
 

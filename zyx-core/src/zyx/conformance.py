@@ -5,17 +5,27 @@ small collector plugin, and returns a :class:`Report`: every test's outcome with
 contract area (the ``zyx_area`` marker), the skip reasons, the failures' one-line messages,
 and pytest's own output. :meth:`Report.renderable` draws it for a terminal; nothing here
 prints.
+
+:func:`run_isolated` (what the command uses) runs the same in a child process, so that a
+backend that crashes its process (a segfault in a native call) fails the test it crashed
+in, by the signal's name, and the rest of the suite goes on in a new child.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import json
+import signal
+import subprocess
+import sys
+import tempfile
 import textwrap
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import Enum
+from pathlib import Path
 
 import pytest
 from rich.console import Group, RenderableType
@@ -29,6 +39,9 @@ SUITE = ("--pyargs", "zyx.testing")
 
 MESSAGE_CHARS = 300
 """Failure messages are cut to this length: the table is a summary; pytest -x shows all."""
+
+MAX_CRASHES = 20
+""":func:`run_isolated` stops after this many tests crashed their process."""
 
 NO_AREA = "(no area)"
 """The area of a test without a ``zyx_area`` marker, or of a module that failed to import."""
@@ -117,11 +130,81 @@ def run(backend: str, pytest_args: Sequence[str] = (), suite: Sequence[str] = SU
     so the run leaves no ``.pytest_cache`` behind in the current directory.
     """
     collector = _Collector()
-    args = [*suite, "--zyx-backend", backend, "-p", "no:cacheprovider", *pytest_args]
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-        exit_code = pytest.main(args, plugins=[collector])
+        exit_code = pytest.main(_pytest_args(backend, pytest_args, suite), plugins=[collector])
     return Report(backend, tuple(collector.results()), int(exit_code), output.getvalue())
+
+
+def run_isolated(
+    backend: str, pytest_args: Sequence[str] = (), suite: Sequence[str] = SUITE
+) -> Report:
+    """:func:`run` in a child process: a test that kills it fails with the signal's name,
+    and the tests not run yet go on in a new child (but not after ``-x``, nor after
+    :data:`MAX_CRASHES` crashes). The child has this process's environment."""
+    collector = _Collector()
+    outputs: list[str] = []
+    crashes = 0
+    with tempfile.TemporaryDirectory(prefix="zyx-conformance-") as folder:
+        journal, done = Path(folder, "journal"), Path(folder, "done")
+        while True:
+            done.write_text("\n".join(r.test for r in collector.results()))
+            child = subprocess.run(
+                [sys.executable, "-m", "zyx.conformance", str(journal), str(done),
+                 *_pytest_args(backend, pytest_args, suite)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
+            )  # fmt: skip
+            outputs.append(child.stdout)
+            crashed = _replay(journal, collector)
+            if child.returncode >= 0 or crashed is None:
+                exit_code = _exit_code(child.returncode, crashes)
+                break
+            crashes += 1
+            collector.add(_crash(crashed, child.returncode))
+            if crashes == MAX_CRASHES or {"-x", "--exitfirst"} & set(pytest_args):
+                outputs.append(
+                    f"zyx conformance: stopped after {crashes} crashed "
+                    f"test{'s' if crashes > 1 else ''}; the tests after it did not run\n"
+                )
+                exit_code = pytest.ExitCode.INTERRUPTED
+                break
+    return Report(backend, tuple(collector.results()), int(exit_code), "".join(outputs))
+
+
+def _pytest_args(backend: str, pytest_args: Sequence[str], suite: Sequence[str]) -> list[str]:
+    return [*suite, "--zyx-backend", backend, "-p", "no:cacheprovider", *pytest_args]
+
+
+def _replay(journal: Path, collector: _Collector) -> Result | None:
+    """Add the journal's results to ``collector``, then empty it; return the test that
+    started and never finished (with its area), if any."""
+    running: Result | None = None
+    for line in journal.read_text().splitlines() if journal.exists() else ():
+        event = json.loads(line)
+        kind = event.pop("event")
+        if kind == "result":
+            collector.add(Result(**{**event, "outcome": Outcome(event["outcome"])}))
+        else:
+            running = Result(event["test"], event["area"], Outcome.FAILED)
+            running = running if kind == "start" else None
+    journal.unlink(missing_ok=True)
+    return running
+
+
+def _crash(test: Result, returncode: int) -> Result:
+    try:
+        how = signal.Signals(-returncode).name
+    except ValueError:
+        how = f"signal {-returncode}"
+    message = f"crashed the test process ({how}); run it alone under pytest for its stack"
+    return Result(test.test, test.area, Outcome.FAILED, message)
+
+
+def _exit_code(returncode: int, crashes: int) -> int:
+    """The last child's status; a run whose tests all passed but some crashed failed."""
+    if returncode < 0:
+        return pytest.ExitCode.INTERNAL_ERROR
+    return pytest.ExitCode.TESTS_FAILED if crashes and returncode == 0 else returncode
 
 
 class _Collector:
@@ -133,22 +216,24 @@ class _Collector:
     def results(self) -> list[Result]:
         return list(self._results.values())
 
+    def add(self, result: Result) -> None:
+        """Keep each test's worst phase: a failed teardown fails a test whose call passed."""
+        previous = self._results.get(result.test)
+        if previous is None or _RANK[result.outcome] > _RANK[previous.outcome]:
+            self._results[result.test] = result
+
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
             message = _message(report.longrepr)
-            self._results[report.nodeid] = Result(report.nodeid, NO_AREA, Outcome.FAILED, message)
+            self.add(Result(report.nodeid, NO_AREA, Outcome.FAILED, message))
 
     @pytest.hookimpl
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """Keep the worst phase: a failed teardown fails a test whose call passed."""
         area = dict(report.user_properties).get("zyx_area", NO_AREA)
         result = self._result(report, str(area))
-        if result is None:
-            return
-        previous = self._results.get(report.nodeid)
-        if previous is None or _RANK[result.outcome] > _RANK[previous.outcome]:
-            self._results[report.nodeid] = result
+        if result is not None:
+            self.add(result)
 
     @staticmethod
     def _result(report: pytest.TestReport, area: str) -> Result | None:
@@ -206,3 +291,46 @@ def _failure_table(failed: Iterable[Result]) -> Table:
     for result in sorted(failed, key=lambda r: _area_order(r.area)):
         table.add_row(result.area, result.test, Text(result.message, style="red"))
     return table
+
+
+class _Journal(_Collector):
+    """The child's plugin: deselects the tests an earlier child ran, and appends each
+    test's start, results and finish to the journal as they happen, so that the parent
+    knows which test was running when the child died."""
+
+    def __init__(self, journal: Path, done: Path) -> None:
+        super().__init__()
+        self._file = journal.open("a", buffering=1)
+        self._done = set(done.read_text().splitlines())
+        self._areas: dict[str, str] = {}
+
+    def add(self, result: Result) -> None:
+        super().add(result)
+        self._write(event="result", **{**asdict(result), "outcome": result.outcome.value})
+
+    def _write(self, **event: str) -> None:
+        self._file.write(json.dumps(event) + "\n")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        ran = [item for item in items if item.nodeid in self._done]
+        if ran:
+            items[:] = [item for item in items if item.nodeid not in self._done]
+            config.hook.pytest_deselected(items=ran)
+        for item in items:
+            self._areas[item.nodeid] = str(dict(item.user_properties).get("zyx_area", NO_AREA))
+
+    @pytest.hookimpl
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self._write(event="start", test=nodeid, area=self._areas.get(nodeid, NO_AREA))
+
+    @pytest.hookimpl
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self._write(event="finish", test=nodeid, area=self._areas.get(nodeid, NO_AREA))
+
+
+if __name__ == "__main__":
+    # The child of run_isolated: JOURNAL DONE PYTEST_ARGS...
+    sys.exit(pytest.main(sys.argv[3:], plugins=[_Journal(Path(sys.argv[1]), Path(sys.argv[2]))]))
