@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, ClassVar, TypeAlias, cast
+from typing import Any, ClassVar, TypeAlias, TypeVar, cast
 
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
@@ -215,6 +215,8 @@ class Program:
         self.global_size: tuple[Dim, Dim, Dim] = kernel.global_size
         self._symbolic = any(isinstance(d, SymDim) for d in self.global_size)
         self._static_groups = (0, 0, 0) if self._symbolic else kernel.global_size
+        self.released = False
+        """Whether its device released it (``retire``): every launch of it is refused."""
         self.inspect: Callable[[Sequence[Arg]], Prepared] = self.specialize()
         """Check ``args`` as ``check_args`` does; return ``(reads, writes, groups)``."""
 
@@ -236,6 +238,7 @@ class Program:
         """Refuse every later launch of this program with IncorrectKernelArg, before its
         device frees what a launch would use. A backend whose launches bypass ``inspect``
         (a generated launch path) extends this to refuse there too."""
+        self.released = True
         self.inspect = self.refused
 
     def refused(self, args: Sequence[Arg]) -> Any:
@@ -430,6 +433,9 @@ class Recording:
             launch(program, args)
 
 
+ProgramT = TypeVar("ProgramT", bound=Program)
+
+
 class Device(ABC):
     """A compute device: compiles IR kernels and launches them on its pool's buffers."""
 
@@ -457,9 +463,16 @@ class Device(ABC):
 
     def release(self, program: Program) -> None:
         """Free the program's native resources. Every later launch of it is refused
-        (``Program.retire``): an override calls ``program.retire()`` first. Releasing a
-        released program does nothing."""
-        program.retire()
+        (``Program.retire``): an override calls ``self.own(program).retire()`` first.
+        Releasing a released program does nothing."""
+        self.own(program).retire()
+
+    def own(self, program: object, kind: type[ProgramT] = Program) -> ProgramT:  # type: ignore[assignment]
+        """``program``, if it is a ``kind`` compiled on this device; else IncorrectKernelArg
+        (:func:`not_a_program`): what a launch or release checks first."""
+        if not isinstance(program, kind) or program.device is not self:
+            raise not_a_program(self, program)
+        return program
 
     @abstractmethod
     def synchronize(self) -> None:

@@ -75,8 +75,7 @@ class CudaDevice(Device):
         program.submit(args)  # type: ignore[attr-defined]  # ours; cast() costs a call
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
-        if not isinstance(program, CudaProgram) or program.device is not self:
-            raise not_a_program(self, program)
+        program = self.own(program, CudaProgram)
         reads, writes, groups = program.prepare(args)
         self.synchronize()
         streams, (start, end) = self.streams, self._timers
@@ -95,11 +94,10 @@ class CudaDevice(Device):
 
     def release(self, program: Program) -> None:
         """Unload the program's module once the work queued so far is done."""
-        if not isinstance(program, CudaProgram) or program.device is not self:
-            raise not_a_program(self, program)
-        program.retire()
+        own = self.own(program, CudaProgram)
+        own.retire()
         self.context.activate()
-        self.streams.after(self.streams.now().values(), program.unload)
+        self.streams.after(self.streams.now().values(), own.unload)
 
     def synchronize(self) -> None:
         self.context.activate()

@@ -84,11 +84,7 @@ class GraphRecording(Recording):
         self._writes: tuple[Buffer, ...] = ()
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
-        if not isinstance(program, CudaProgram) or program.device is not self.device:
-            raise BackendError(
-                ErrorStatus.INCORRECT_KERNEL_ARG,
-                f"{program!r} is not a program of {self.device.name}",
-            )
+        self.device.own(program, CudaProgram)
         super().launch(program, args)
         self._discard()
 

@@ -65,8 +65,6 @@ class CudaProgram(Program):
         self.prepare: Callable[[Sequence[Arg]], Prepared] = self.inspect
         """``inspect``, and where the program has one, readies its argument block for the
         next ``enqueue``: the launch path's one pass over the arguments."""
-        self.released = False
-        """Whether the device released the program (its native resources go, or went)."""
 
     def submit(self, args: Sequence[Arg]) -> None:
         """``Device.launch`` of this program, its device already checked: the arguments
@@ -83,7 +81,6 @@ class CudaProgram(Program):
     def retire(self) -> None:
         super().retire()
         self.prepare = self.submit = self.refused  # type: ignore[method-assign]
-        self.released = True
 
     @abstractmethod
     def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:

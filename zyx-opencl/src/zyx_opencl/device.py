@@ -305,13 +305,13 @@ class OpenCLDevice(Device):
         return OpenCLProgram(self, kernel, cl.Kernel(program, source.name))
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
-        # _own's checks, inline: a Python call is a tenth of this path's time.
+        # own()'s checks, inline: a Python call is a tenth of this path's time.
         if not isinstance(program, OpenCLProgram) or program.device is not self:
             raise not_a_program(self, program)
         program.submit(args)  # a released program's refuses
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
-        own = self._own(program)
+        own = self._live(program)
         work = own.work(own.inspect(args)[2])
         if work is None:
             self.synchronize()
@@ -319,10 +319,9 @@ class OpenCLDevice(Device):
         return self.scheduler.time(own, tuple(args), work)
 
     def release(self, program: Program) -> None:
-        released = isinstance(program, OpenCLProgram) and not hasattr(program, "kernel")
-        if released and program.device is self:
-            return  # released already: its kernel went
-        own = self._own(program)
+        own = self.own(program, OpenCLProgram)
+        if own.released:
+            return
         own.retire()
         self.scheduler.flush()  # launches in the window still need the kernel
         del own.kernel  # its last reference: pyopencl releases the cl_kernel
@@ -331,13 +330,12 @@ class OpenCLDevice(Device):
     def synchronize(self) -> None:
         self.scheduler.synchronize()
 
-    def _own(self, program: Program) -> OpenCLProgram:
-        """``program``, if it is a live program of this device."""
-        if not isinstance(program, OpenCLProgram) or program.device is not self:
-            raise not_a_program(self, program)
-        if getattr(program, "kernel", None) is None:
-            raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, f"{program!r} was released")
-        return program
+    def _live(self, program: Program) -> OpenCLProgram:
+        """``program``, if it is an unreleased program of this device."""
+        own = self.own(program, OpenCLProgram)
+        if own.released:
+            own.refused(())
+        return own
 
 
 def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:

@@ -79,10 +79,7 @@ class ExampleDevice(Device):
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         """Run ``program`` to completion; errors surface here, as this device is synchronous."""
-        if not isinstance(program, ExampleProgram) or program.device is not self:
-            raise BackendError(
-                ErrorStatus.INCORRECT_KERNEL_ARG, f"{program!r} was not compiled for {self.name}"
-            )
+        program = self.own(program, ExampleProgram)
         program.check_args(args)
         groups = program.groups(args)
         values = [_bind(arg, dtype) for arg, dtype in zip(args, program.param_dtypes, strict=True)]

@@ -25,7 +25,6 @@ from zyx.backend import (
     DeviceInfo,
     Program,
     check_compilable,
-    not_a_program,
 )
 from zyx.codegen.c import round_to
 from zyx.dtypes import DType, DTypeCapability
@@ -92,8 +91,7 @@ class HostDevice(Device):
         return CompiledProgram(self, kernel, library, function)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
-        if not isinstance(program, HostProgram) or program.device is not self:
-            raise not_a_program(self, program)
+        program = self.own(program, HostProgram)
         program.check_args(args)
         if launch_log.isEnabledFor(logging.DEBUG):
             launch_log.debug("host: launch %s groups=%s", program.name, program.groups(args))
@@ -105,9 +103,9 @@ class HostDevice(Device):
         return time.perf_counter_ns() - start
 
     def release(self, program: Program) -> None:
-        program.retire()
-        if isinstance(program, HostProgram):
-            program.release()
+        own = self.own(program, HostProgram)
+        own.retire()
+        own.release()
 
     def synchronize(self) -> None:
         """Nothing is ever pending: launches are synchronous."""

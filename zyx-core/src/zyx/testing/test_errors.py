@@ -13,10 +13,11 @@ import pytest
 from zyx.backend import Arg, Buffer, Device, MemoryPool, Program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
+from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
 from zyx.ir import Kernel, KernelBuilder, ParamKind, ceil_div
 from zyx.testing._suite import Allocations
-from zyx.testing.harness import Buffers
+from zyx.testing.harness import Buffers, HostArg, compiled, launch, reference
 from zyx.testing.kernels import axpb, local_memory, local_threads, store_variables
 from zyx.testing.numerics import assert_close, assert_poison, poisoned, random
 
@@ -289,17 +290,40 @@ def test_what_is_not_a_program_kernel_or_buffer_is_refused(
     device: Device, pool: MemoryPool, local: int
 ) -> None:
     """The usual slips get the error of their operation, not an AttributeError from inside:
-    launching a Kernel not compiled yet, compiling what is not a Kernel, releasing what is
-    not a buffer."""
+    launching or releasing a Kernel not compiled yet, compiling what is not a Kernel,
+    releasing what is not a buffer."""
     kernel = axpb(DType.F32, local)
     with Buffers(pool) as bufs:
         x = bufs.put(poisoned(DType.F32, N))
         with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
             device.launch(kernel, [x, x, 1.0, 1.0, N])  # type: ignore[arg-type]
+    with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+        device.release(kernel)  # type: ignore[arg-type]
     with raises(ErrorStatus.KERNEL_COMPILATION):
         device.compile("out[i] = x[i]")  # type: ignore[arg-type]
     with raises(ErrorStatus.MEMORY_DEALLOCATION):
         pool.release(None)  # type: ignore[arg-type]
+
+
+def test_a_program_of_another_device_is_refused(
+    device: Device, host_pool: HostPool, local: int
+) -> None:
+    """Launching or releasing a program that another device compiled (here a host device
+    of the test's own) is IncorrectKernelArg, and leaves that program working."""
+    other = HostDevice(host_pool)
+    kernel = axpb(DType.F32, local)
+    x = random(np.random.default_rng(8), DType.F32, N)
+    args: list[HostArg] = [x, poisoned(DType.F32, N), 2.0, 1.0, N]
+    with compiled(other, kernel) as program:
+        with Buffers(other.pool) as bufs:
+            theirs: list[Arg] = [bufs.put(x), bufs.put(poisoned(DType.F32, N)), 2.0, 1.0, N]
+            for attempt in (device.launch, device.launch_timed):
+                with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+                    attempt(program, theirs)
+        with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+            device.release(program)
+        got = launch(other, program, args)
+    assert_close(got[1], reference(kernel, args)[1], DType.F32, "the other device's program")
 
 
 OUT_OF_RANGE = [
