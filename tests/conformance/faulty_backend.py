@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from zyx.backend import Arg, Buffer, Device, DeviceInfo, MemoryPool, Program, Recording, Scalar
-from zyx.codegen.c import round_to
 from zyx.config import BackendSection
-from zyx.dtypes import DType
+from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.hookspecs import BackendSpec, ProbeResult, hookimpl
 from zyx.host.codegen import HostDialect

@@ -8,8 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from zyx.codegen import CDialect, sanitize
-from zyx.codegen.c import round_to
-from zyx.dtypes import DType
+from zyx.dtypes import DType, round_to
 from zyx.ir import Kernel, KernelBuilder, ParamKind, Range, Scope
 
 

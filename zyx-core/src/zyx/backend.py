@@ -213,8 +213,9 @@ class Program:
         self.param_dtypes: tuple[DType, ...] = tuple(p.dtype for p in kernel.params)
         self.local_size: tuple[int, int, int] = kernel.local_size
         self.global_size: tuple[Dim, Dim, Dim] = kernel.global_size
-        self._symbolic = any(isinstance(d, SymDim) for d in self.global_size)
-        self._static_groups = (0, 0, 0) if self._symbolic else kernel.global_size
+        self.symbolic = any(isinstance(d, SymDim) for d in self.global_size)
+        """Whether a work-group count depends on a ``Variable`` argument."""
+        self._static_groups = (0, 0, 0) if self.symbolic else kernel.global_size
         self.released = False
         """Whether its device released it (``retire``): every launch of it is refused."""
         self.inspect: Callable[[Sequence[Arg]], Prepared] = self.specialize()
@@ -222,7 +223,7 @@ class Program:
 
     def groups(self, args: Sequence[Arg]) -> tuple[int, int, int]:
         """Work-groups per axis for these arguments (Variable-dependent sizes evaluated)."""
-        if not self._symbolic:
+        if not self.symbolic:
             return self._static_groups  # type: ignore[return-value]
         g = [d.evaluate(args) if isinstance(d, SymDim) else d for d in self.global_size]
         return (g[0], g[1], g[2])
@@ -293,7 +294,7 @@ class Program:
             for d in self.global_size
         ]
         lines += [f"    g{axis} = {dim}" for axis, dim in enumerate(dims)]
-        if self._symbolic:  # static counts were checked at compile (check_limits)
+        if self.symbolic:  # static counts were checked at compile (check_limits)
             fits = " and ".join(f"0 <= g{axis} <= {m}" for axis, m in enumerate(limits))
             lines += [f"    if not ({fits}):", "        raise too_many((g0, g1, g2))"]
         lines += [f"    {line}" for line in body]

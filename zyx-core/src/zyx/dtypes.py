@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import struct
 from enum import Enum, Flag, auto
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -108,3 +110,24 @@ _NUMPY_NAME = {
     DType.U64: "uint64", DType.I8: "int8", DType.I16: "int16", DType.I32: "int32",
     DType.I64: "int64", DType.F16: "float16", DType.F32: "float32", DType.F64: "float64",
 }  # fmt: skip
+
+
+def round_to(value: float, dtype: DType) -> float:
+    """``value`` rounded to the nearest ``dtype`` float (ties to even), as a Python float;
+    past the dtype's range, an infinity."""
+    try:
+        return _round_to(float(value), dtype)  # an int converts first: struct refuses big ones
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
+def _round_to(value: float, dtype: DType) -> float:
+    if dtype is DType.F32:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    if dtype is DType.F16:
+        return float(struct.unpack("<e", struct.pack("<e", value))[0])
+    if dtype is DType.BF16:
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        return float(struct.unpack("<f", struct.pack("<I", bits))[0])
+    return value

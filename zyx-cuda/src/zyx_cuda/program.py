@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from cuda.bindings import driver
 
 from zyx.backend import Arg, Buffer, Prepared, Program
-from zyx.codegen.c import round_to
-from zyx.dtypes import DType
+from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir.ops import Kernel, ParamKind
 from zyx.native import tracked_params

@@ -32,8 +32,7 @@ from zyx.backend import (
     generate,
     not_a_program,
 )
-from zyx.codegen.c import round_to
-from zyx.dtypes import DType, DTypeCapability
+from zyx.dtypes import DType, DTypeCapability, round_to
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel, ParamKind
 from zyx_opencl.codegen import OpenCLDialect
@@ -162,11 +161,6 @@ class OpenCLProgram(Program):
         """``Device.launch`` of this program, its device already checked."""
         self.enqueue = native.enqueue if native else enqueue
         """The scheduler's ``Launchable.enqueue``."""
-
-    @property
-    def symbolic(self) -> bool:
-        """Whether the global size depends on a ``Variable`` argument."""
-        return not all(isinstance(d, int) for d in self.global_size)
 
     def work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
         """Global work-items per axis for a launch of ``groups`` work-groups (``inspect``

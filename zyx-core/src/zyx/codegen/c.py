@@ -18,11 +18,10 @@ from __future__ import annotations
 import hashlib
 import keyword
 import math
-import struct
 from dataclasses import dataclass
 from functools import cached_property
 
-from zyx.dtypes import DType
+from zyx.dtypes import DType, round_to
 from zyx.ir.ops import (
     Barrier,
     Binary,
@@ -85,27 +84,6 @@ def sanitize(name: str) -> str:
     if ident[0].isdigit():
         ident = "_" + ident
     return ident + "_" if ident in _RESERVED else ident
-
-
-def round_to(value: float, dtype: DType) -> float:
-    """``value`` rounded to the nearest ``dtype`` float (ties to even), as a Python float;
-    past the dtype's range, an infinity."""
-    try:
-        return _round_to(float(value), dtype)  # an int converts first: struct refuses big ones
-    except OverflowError:
-        return math.copysign(math.inf, value)
-
-
-def _round_to(value: float, dtype: DType) -> float:
-    if dtype is DType.F32:
-        return float(struct.unpack("<f", struct.pack("<f", value))[0])
-    if dtype is DType.F16:
-        return float(struct.unpack("<e", struct.pack("<e", value))[0])
-    if dtype is DType.BF16:
-        bits = struct.unpack("<I", struct.pack("<f", value))[0]
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        return float(struct.unpack("<f", struct.pack("<I", bits))[0])
-    return value
 
 
 def guarded_division(op: BOp, a: str, b: str, dtype: DType) -> str:

@@ -26,8 +26,7 @@ from zyx.backend import (
     Program,
     check_compilable,
 )
-from zyx.codegen.c import round_to
-from zyx.dtypes import DType, DTypeCapability
+from zyx.dtypes import DType, DTypeCapability, round_to
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.host.codegen import HostDialect
 from zyx.host.compiler import HostCompiler, KernelFunction, Toolchain, find_compiler, toolchain

@@ -16,8 +16,7 @@ from typing import TypeAlias
 import numpy as np
 
 from zyx.backend import Buffer, Device, MemoryPool, Program, Scalar
-from zyx.codegen.c import round_to
-from zyx.dtypes import DType
+from zyx.dtypes import DType, round_to
 from zyx.ir import Kernel, ParamKind
 from zyx.ir.interpreter import interpret
 from zyx.testing.kernels import LOCAL, Elementwise, elementwise
