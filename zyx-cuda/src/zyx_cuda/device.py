@@ -8,6 +8,7 @@ from typing import Any
 
 from cuda.bindings import driver
 
+from zyx import nvidia
 from zyx.backend import Arg, Device, DeviceInfo, Program, check_compilable, not_a_program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
@@ -23,10 +24,6 @@ from zyx_cuda.streams import Streams
 
 _log = logging.getLogger("zyx.dev")
 _A = driver.CUdevice_attribute
-
-# FP32 lanes per SM by architecture, for the compute estimate (2 FLOP per FMA lane).
-_FP32_LANES = {(6, 0): 64, (7, 0): 64, (7, 2): 64, (7, 5): 64, (8, 0): 64}
-_FP32_LANES_DEFAULT = 128
 
 
 class CudaDevice(Device):
@@ -129,7 +126,7 @@ def query_info(device: Any) -> DeviceInfo:
     registers = attr(_A.CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)
     return DeviceInfo(
         name=name.split(b"\0", 1)[0].decode(),
-        compute=2.0 * sms * _FP32_LANES.get(cc, _FP32_LANES_DEFAULT) * clock_khz * 1e3,
+        compute=nvidia.peak_flops(sms, clock_khz * 1e3, cc),
         max_global_work_dims=(
             attr(_A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X),
             attr(_A.CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
@@ -143,9 +140,7 @@ def query_info(device: Any) -> DeviceInfo:
         ),
         # Kernels use dynamic shared memory, which reaches the opt-in maximum.
         local_mem_size=attr(_A.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN),
-        # A thread may use 255 32-bit registers (the architectural cap), as long as a warp's
-        # worth fits in the block's register file; large blocks get fewer per thread.
-        max_register_bytes=4 * min(255, registers // 32),
+        max_register_bytes=nvidia.register_bytes(registers),
         preferred_vector_size=16,
         warp_size=attr(_A.CU_DEVICE_ATTRIBUTE_WARP_SIZE),
         global_mem_size=int(total),

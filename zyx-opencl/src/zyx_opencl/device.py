@@ -23,6 +23,7 @@ from typing import Any, cast
 import numpy as np
 import pyopencl as cl
 
+from zyx import nvidia
 from zyx.backend import (
     Arg,
     Device,
@@ -53,42 +54,45 @@ _CUDA_GRID = (_INT32_MAX, 65535, 65535)
 def device_info(device: cl.Device) -> DeviceInfo:
     """What codegen and scheduling need, from ``clGetDeviceInfo``."""
     extensions = frozenset(device.extensions.split())
-    nvidia = "cl_nv_device_attribute_query" in extensions
+    on_nvidia = "cl_nv_device_attribute_query" in extensions
     local = tuple(device.max_work_item_sizes) + (1, 1)
     address_limit = 2**device.address_bits - 1
     # Work-groups per axis: int32 group ids everywhere, and the item count must fit size_t.
-    groups = _CUDA_GRID if nvidia else (_INT32_MAX,) * 3
+    groups = _CUDA_GRID if on_nvidia else (_INT32_MAX,) * 3
     max_groups = tuple(min(g, address_limit // max(1, n)) for g, n in zip(groups, local))
+    # Elsewhere 64 32-bit registers, a common GPU work-item's share.
+    registers = nvidia.register_bytes(device.registers_per_block_nv) if on_nvidia else 256
     return DeviceInfo(
         name=device.name.strip(),
-        compute=_flops(device, nvidia),
+        compute=_flops(device),
         max_global_work_dims=(max_groups[0], max_groups[1], max_groups[2]),
         max_local_threads=device.max_work_group_size,
         max_local_work_dims=(local[0], local[1], local[2]),
         local_mem_size=device.local_mem_size,
-        # Per work-item, as zyx-cuda counts it where NVIDIA says how many a block has;
-        # elsewhere 64 32-bit registers, a common GPU work-item's share.
-        max_register_bytes=4 * min(255, device.registers_per_block_nv // 32) if nvidia else 256,
+        max_register_bytes=registers,
         preferred_vector_size=4 * device.preferred_vector_width_float,
         warp_size=_warp_size(device, extensions),
         global_mem_size=device.global_mem_size,
         tensor_cores="cl_intel_subgroup_matrix_multiply_accumulate" in extensions,
         compute_capability=(
             (device.compute_capability_major_nv, device.compute_capability_minor_nv)
-            if nvidia
+            if on_nvidia
             else None
         ),
         dtypes=_dtypes(device, extensions),
     )
 
 
-def _flops(device: cl.Device, nvidia: bool) -> float:
+def _flops(device: cl.Device) -> float:
     """Peak f32 FLOP/s, a guess: compute units × clock × lanes per unit × 2 (FMA)."""
+    mhz = device.max_clock_frequency or 1000  # Intel's CPU runtime reports 0 MHz
+    if "cl_nv_device_attribute_query" in device.extensions.split():
+        cc = (device.compute_capability_major_nv, device.compute_capability_minor_nv)
+        return nvidia.peak_flops(device.max_compute_units, mhz * 1e6, cc)
     if device.type & cl.device_type.GPU:
-        lanes = 128 if nvidia else 64  # SM since Ampere (GA10x), Hopper; AMD CU
+        lanes = 64  # an AMD CU
     else:
         lanes = device.native_vector_width_float * 2  # two vector FMA pipes per core
-    mhz = device.max_clock_frequency or 1000  # Intel's CPU runtime reports 0 MHz
     return float(device.max_compute_units * mhz * 1e6 * lanes * 2)
 
 
