@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from zyx.codegen.c import CDialect
 from zyx.dtypes import DType
-from zyx.ir.ops import Cast, Const, Define, Kernel, Param, Range, Ref, Scope, Storage
+from zyx.ir.ops import Define, Kernel, Range, Ref, Scope, Storage
 
 _STORAGE = {
     DType.BOOL: "bool", DType.U8: "unsigned char", DType.U16: "unsigned short",
@@ -38,9 +38,8 @@ _SPECIAL_F64 = {
 
 
 def half_types(kernel: Kernel) -> frozenset[DType]:
-    """The 16-bit float types ``kernel`` uses (each value of one starts as one of these ops)."""
-    dtypes = {op.dtype for op in kernel.ops if isinstance(op, (Param, Define, Cast, Const))}
-    return frozenset(dtypes & {DType.F16, DType.BF16})
+    """The 16-bit float types ``kernel`` uses."""
+    return kernel.used_dtypes & {DType.F16, DType.BF16}
 
 
 def shared_layout(kernel: Kernel) -> dict[Ref, int]:

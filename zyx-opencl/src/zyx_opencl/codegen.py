@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from zyx.codegen import CDialect, sanitize
 from zyx.dtypes import DType
-from zyx.ir.ops import Cast, Const, Define, Kernel, Param, Range, Scope
+from zyx.ir.ops import Kernel, Range, Scope
 
 _STORAGE = {
     DType.BOOL: "uchar", DType.U8: "uchar", DType.U16: "ushort", DType.U32: "uint",
@@ -77,8 +77,7 @@ class OpenCLDialect(CDialect):
         return f"k_{sanitize(kernel.name)}"
 
     def preamble(self, kernel: Kernel) -> str:
-        # Every value of a dtype starts as a param, Define, Cast or Const of that dtype.
-        dtypes = {op.dtype for op in kernel.ops if isinstance(op, (Param, Define, Cast, Const))}
+        dtypes = kernel.used_dtypes
         parts = []
         if DType.F64 in dtypes:
             parts.append(_FP64)

@@ -26,8 +26,6 @@ from zyx.dtypes import DType
 from zyx.host.phases import GroupLoop, Hoisted, Phase, Schedule, Step, schedule
 from zyx.ir.ops import (
     BOp,
-    Cast,
-    Const,
     Define,
     EndIf,
     EndLoop,
@@ -149,8 +147,7 @@ class HostDialect(CDialect):
         return _STORAGE[dtype]
 
     def preamble(self, kernel: Kernel) -> str:
-        # Every f16/bf16 value starts as a param, Define, Cast or Const of that dtype.
-        dtypes = {op.dtype for op in kernel.ops if isinstance(op, (Param, Define, Cast, Const))}
+        dtypes = kernel.used_dtypes
         parts = [_HEADERS]
         if DType.BF16 in dtypes:
             parts.append(_BF16)

@@ -263,6 +263,11 @@ class Kernel:
         """The dtype of each op's value (``value_dtypes``), found once per kernel."""
         return value_dtypes(self.ops)
 
+    @cached_property
+    def used_dtypes(self) -> frozenset[DType]:
+        """Every dtype a value of the kernel has: what a dialect's preamble must define."""
+        return frozenset(d for d in self.dtypes if d is not None)
+
     def __str__(self) -> str:
         lines = [f"kernel {self.name}"]
         depth = 1
