@@ -126,6 +126,22 @@ def test_rendering_shows_counts_grouped_skips_and_failures(tmp_path: Path) -> No
 
 
 @pytest.mark.usefixtures("host_registry")
+def test_rendering_keeps_brackets_in_test_ids_and_reasons(tmp_path: Path) -> None:
+    """A parametrized test's id and a reason in brackets are shown whole, not as markup."""
+    source = (
+        "import pytest\n\n@pytest.mark.zyx_area('dtype')\n"
+        "@pytest.mark.parametrize('dtype', ['f16'])\ndef test_cast(dtype):\n"
+        "    assert False, '[red]not markup[/red]'\n\n"
+        "@pytest.mark.zyx_area('dtype')\ndef test_skip():\n    pytest.skip('[bold]why[/bold]')\n"
+    )
+    console = Console(record=True, width=200)
+    console.print(run_sample(tmp_path, source).renderable())
+    text = console.export_text()
+    assert "::test_cast[f16]" in text and "[red]not markup[/red]" in text
+    assert "[bold]why[/bold]" in text
+
+
+@pytest.mark.usefixtures("host_registry")
 def test_a_clean_run_is_ok(tmp_path: Path) -> None:
     report = run_sample(
         tmp_path, 'import pytest\n\n@pytest.mark.zyx_area("pool")\ndef test_ok():\n    pass\n'

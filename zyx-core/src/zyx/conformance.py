@@ -281,7 +281,7 @@ def _skip_table(skipped: Iterable[Result]) -> Table:
     groups = Counter((r.area, r.message) for r in skipped)
     table = Table("area", "tests", "skipped because", title="skipped", title_justify="left")
     for (area, reason), count in sorted(groups.items(), key=lambda g: _area_order(g[0][0])):
-        table.add_row(area, str(count), reason)
+        table.add_row(area, str(count), Text(reason))  # Text: "[f16]" is no markup
     return table
 
 
@@ -289,7 +289,7 @@ def _failure_table(failed: Iterable[Result]) -> Table:
     table = Table("area", "test", "failure", title="failed", title_justify="left")
     table.columns[1].overflow = "fold"  # a test id is only useful whole
     for result in sorted(failed, key=lambda r: _area_order(r.area)):
-        table.add_row(result.area, result.test, Text(result.message, style="red"))
+        table.add_row(result.area, Text(result.test), Text(result.message, style="red"))
     return table
 
 
