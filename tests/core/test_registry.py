@@ -3,6 +3,7 @@ module does not exist. (Installed third-party plugins: test_installed_plugins.py
 
 from __future__ import annotations
 
+import logging
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -164,10 +165,13 @@ BADSPECS = EntryPoint("badspecs", "zyx_test_badspecs", ENTRY_POINT_GROUP)
 
 
 def test_a_wrongly_declared_backend_is_quarantined_and_every_other_works(
-    environ: dict[str, str],
+    environ: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    reg = make(environ, HOST, BADSPECS)
-    reasons = {b.name: b.reason for b in reg.backends() if b.state is State.QUARANTINED}
+    with caplog.at_level(logging.DEBUG, logger="zyx.dev"):
+        reg = make(environ, HOST, BADSPECS)
+        reasons = {b.name: b.reason for b in reg.backends() if b.state is State.QUARANTINED}
+    for name, reason in reasons.items():
+        assert f"backend {name} quarantined: {reason}" in caplog.messages, "ZYX_DEBUG=1 says"
     assert reasons == {
         "plain": f"its config {Plain!r} is not a subclass of zyx.config.BackendSection",
         "required": "its config section Required has fields without defaults: path",

@@ -246,7 +246,8 @@ class Registry:
             record.quarantine(f"another distribution already declares a plugin {ep.name!r}")
         else:
             self._import(record)
-        _log.debug("plugin %s (%s): %s %s", ep.name, ep.value, record.state.value, record.reason)
+        why = f": {record.reason}" if record.reason else ""
+        _log.debug("plugin %s (%s): %s%s", ep.name, ep.value, record.state.value, why)
         return record
 
     def _import(self, record: PluginRecord) -> None:
@@ -272,7 +273,10 @@ class Registry:
             record.quarantine(f"zyx_backends() failed: {_describe(error)}", error)
             return
         for spec in specs:  # one by one: each name is checked against those before it
-            record.backends.append(self._probe(spec, record))
+            backend = self._probe(spec, record)
+            record.backends.append(backend)
+            if backend.state is State.QUARANTINED:
+                _log.debug("backend %s quarantined: %s", backend.name, backend.reason)
 
     def _disabled_by(self, plugin: str) -> str:
         """What disables ``plugin`` before it is imported, or ``""``."""
