@@ -11,9 +11,13 @@ so a bad argument is an error before any native call, in every backend alike.
 
 from __future__ import annotations
 
+import itertools
+import linecache
+import logging
 import numbers
 import reprlib
 import sys
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
@@ -24,6 +28,8 @@ from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.ir.ops import Dim, Kernel, ParamKind, SymDim
 from zyx.ir.verify import check_limits
+
+_asm_log = logging.getLogger("zyx.asm")
 
 Scalar: TypeAlias = int | float | bool
 Arg: TypeAlias = "Buffer | Scalar"
@@ -323,13 +329,27 @@ class Program:
 
 def generate(lines: Sequence[str], names: Mapping[str, object], label: str) -> Callable[..., Any]:
     """The function that ``lines`` define (``def name(...):`` first), with ``names`` as its
-    globals: how the launch paths get straight-line code for one program. ``label`` names
-    it in tracebacks (``<zyx: label>``)."""
+    globals: how the launch paths get straight-line code for one program.
+
+    ``label`` names it in tracebacks (``<zyx: label #n>``), which show its source lines as
+    they show a file's, for as long as the function lives; ``ZYX_DEBUG=16`` logs it
+    (``zyx.asm``)."""
+    source = "\n".join(lines) + "\n"
+    filename = f"<zyx: {label} #{next(_generated)}>"
+    if _asm_log.isEnabledFor(logging.DEBUG):
+        _asm_log.debug("%s:\n%s", filename, source)
     namespace = dict(names)
     before = set(namespace)
-    exec(compile("\n".join(lines), f"<zyx: {label}>", "exec"), namespace)
+    exec(compile(source, filename, "exec"), namespace)
     (defined,) = set(namespace) - before - {"__builtins__"}
-    return cast("Callable[..., Any]", namespace[defined])
+    function = cast("Callable[..., Any]", namespace[defined])
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    weakref.finalize(function, linecache.cache.pop, filename, None)
+    return function
+
+
+_generated = itertools.count()
+"""Numbers the generated functions' file names, which name one source each."""
 
 
 def _count_error(name: str, count: int, args: object) -> BackendError:
