@@ -21,7 +21,7 @@ from opencl_bench import small_kernels  # noqa: E402
 
 from zyx_opencl.config import OpenCLSection  # noqa: E402
 from zyx_opencl.device import open_devices  # noqa: E402
-from zyx_opencl.native import steady  # noqa: E402
+from zyx_opencl.native import enqueuer_type  # noqa: E402
 
 
 def main() -> None:
@@ -32,10 +32,11 @@ def main() -> None:
     platform = parser.parse_args().platform
     index = next(i for i, p in enumerate(cl.get_platforms()) if platform in p.name)
     print("| round | launch path | queues | kernels/s |\n|---:|---|---:|---:|")
+    paths = (("native Enqueuer", enqueuer_type), ("generated Python", lambda: None))
     for round_ in range(3):
-        for label, enqueuer in (("native Enqueuer", steady), ("generated Python", lambda: None)):
+        for label, enqueuer in paths:
             for queues in (8, 1):
-                with mock.patch("zyx_opencl.scheduler.steady", enqueuer):
+                with mock.patch("zyx_opencl.scheduler.enqueuer_type", enqueuer):
                     section = OpenCLSection(platform_ids=[index], queues=queues)
                     device = open_devices(section)[0]
                     seconds = small_kernels(device, 10_000, 16_384, 5)

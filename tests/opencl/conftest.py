@@ -1,7 +1,8 @@
 """Fixtures of zyx-opencl's tests: every OpenCL device of this machine, opened directly.
 
-Device tests run once per device (PoCL in CI; NVIDIA's OpenCL and PoCL on the GPU
-machine). Where pyopencl or every platform is missing they skip with the probe's reason.
+Device tests run once per device (PoCL in CI; NVIDIA's OpenCL and PoCL where there is an
+NVIDIA GPU, ``scripts/gpu-check.sh``). Where pyopencl or every platform is missing they
+skip with the probe's reason.
 """
 
 from __future__ import annotations

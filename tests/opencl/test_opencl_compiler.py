@@ -27,7 +27,7 @@ def fresh(device: OpenCLDevice) -> Compiler:
     return Compiler(device.pool.context, device.cl_device)
 
 
-def test_the_seeds_build_options() -> None:
+def test_the_build_options_are_zyx_0_17s() -> None:
     assert BUILD_OPTIONS == ("-cl-finite-math-only", "-cl-no-signed-zeros", "-cl-mad-enable")
 
 

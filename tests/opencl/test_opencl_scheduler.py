@@ -18,7 +18,7 @@ from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage
 from zyx_opencl.device import OpenCLDevice
-from zyx_opencl.native import launcher, window_loop
+from zyx_opencl.native import enqueuer_type, window_loop
 from zyx_opencl.pool import Copy
 from zyx_opencl.scheduler import Command
 
@@ -194,14 +194,15 @@ def test_fuzz_eight_queues_match_one_queue_and_numpy(
         steps, OnDevice(open_all(queues=8, gate=not device.scheduler.gated)[index], initial)
     )
     with monkeypatch.context() as patch:
-        patch.setattr("zyx_opencl.device.launcher", lambda: None)
+        patch.setattr("zyx_opencl.program.native_enqueue", lambda: None)
+        patch.setattr("zyx_opencl.scheduler.enqueuer_type", lambda: None)
         through_pyopencl = replay(steps, OnDevice(open_all(queues=8)[index], initial))
     with caplog.at_level(logging.DEBUG, logger="zyx.launch"):
         logged = replay(steps, OnDevice(open_all(queues=8)[index], initial))
     assert "on queue" in caplog.text
     assert mismatches(one, want) == 0
     assert mismatches(eight, one) == 0
-    if launcher() is not None:  # the native Enqueuer took a good share of the launches
+    if enqueuer_type() is not None:  # the native Enqueuer took a good share of the launches
         enqueuers = [p.enqueue.__self__ for p in on_eight.programs.values()]
         appended = sum(enqueuer.appended for enqueuer in enqueuers)
         enqueued = sum(enqueuer.enqueued for enqueuer in enqueuers)

@@ -1,6 +1,7 @@
 """Builds OpenCL C for one device, keeping program binaries in zyx's disk cache.
 
-Build options are the seed's: ``-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable``.
+Build options are those of zyx 0.17's OpenCL backend, which zyx's spec requires:
+``-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable``.
 ``-cl-finite-math-only`` lets the compiler assume no NaN or infinity ever occurs, so
 kernels fed with them may give other results than the reference (the conformance suite
 avoids both, except for the NaN poison it writes to outputs, which kernels overwrite).

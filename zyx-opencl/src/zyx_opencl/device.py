@@ -1,47 +1,30 @@
-"""OpenCL devices: enumeration, what each can do, compiling and launching kernels.
+"""OpenCL devices: what each can do, the device, and enumeration.
 
 Each device gets its own context, its ``queues`` in-order queues and a scheduler over
 them (``zyx_opencl.scheduler``), a pool (``zyx_opencl.pool``) and a compiler with a disk
-cache (``zyx_opencl.compiler``).
-
-The launch path is code generated per program, in two parts: ``submit`` checks a
-launch's arguments (``Program.specialize``) and appends it to the scheduler's window;
-``enqueue``, when the window is enqueued, chooses its queue and waits, sets the kernel's
-arguments where they differ from the ones it last ran with, enqueues it without an event
-(``zyx_opencl.native``, else pyopencl) and records it by sequence number
-(``Scheduler.inline``). Where zyx-opencl's native module is built, both parts run in C
-for the launches that repeat the shape of an earlier one (``Scheduler.enqueuer``), and
-the generated functions take the rest.
+cache (``zyx_opencl.compiler``). ``compile`` returns an ``OpenCLProgram``, which holds its
+launch path (``zyx_opencl.program`` says where a kernel is enqueued); ``launch`` hands a
+launch to it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+from collections.abc import Sequence
 
-import numpy as np
 import pyopencl as cl
 
 from zyx import nvidia
-from zyx.backend import (
-    Arg,
-    Device,
-    DeviceInfo,
-    Program,
-    check_compilable,
-    generate,
-    not_a_program,
-)
-from zyx.dtypes import DType, DTypeCapability, round_to
+from zyx.backend import Arg, Device, DeviceInfo, Program, check_compilable, not_a_program
+from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
-from zyx.ir import Kernel, ParamKind
+from zyx.ir import Kernel
 from zyx_opencl.codegen import OpenCLDialect
 from zyx_opencl.compiler import Compiler
 from zyx_opencl.config import OpenCLSection
-from zyx_opencl.native import launcher
 from zyx_opencl.pool import OpenCLPool
-from zyx_opencl.scheduler import Scheduler, Work, enqueue_failure
+from zyx_opencl.program import OpenCLProgram
+from zyx_opencl.scheduler import Scheduler
 
 _log = logging.getLogger("zyx.dev")
 _asm_log = logging.getLogger("zyx.asm")
@@ -117,163 +100,6 @@ def _dtypes(device: cl.Device, extensions: frozenset[str]) -> dict[DType, DTypeC
         for dtype in (DType.I8, DType.U8, DType.F16, DType.BF16):
             caps[dtype] |= DTypeCapability.TENSOR_CORE
     return caps
-
-
-_SCALAR_DTYPES = {
-    DType.BOOL: np.uint8, DType.F16: np.float32, DType.BF16: np.float32,
-}  # fmt: skip
-"""Scalar arguments whose OpenCL type differs from their numpy dtype (``value_type``)."""
-
-
-class OpenCLProgram(Program):
-    """A built kernel: the ``cl.Kernel`` with the arguments it last ran with, and its
-    global size (work-items per axis, as OpenCL counts them). A static global size outside
-    the device's limits was refused at compile time (``check_compilable``); one that depends on
-    a ``Variable`` is checked at each launch."""
-
-    device: OpenCLDevice
-
-    def __init__(self, device: OpenCLDevice, kernel: Kernel, cl_kernel: cl.Kernel) -> None:
-        super().__init__(device, kernel)
-        self.kernel = cl_kernel
-        """Deleted by ``OpenCLDevice.release``."""
-        kinds = self.param_kinds
-        self.buffer_positions = tuple(i for i, k in enumerate(kinds) if k is not ParamKind.VARIABLE)
-        self.scalar_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.VARIABLE)
-        self._halves = tuple(
-            (i, dtype)
-            for i in self.scalar_positions
-            if (dtype := self.param_dtypes[i]) in (DType.F16, DType.BF16)
-        )
-        """f16 and bf16 scalars: passed as float, so rounded to their dtype first, f16 once
-        from the Python float (through float32 it would round twice), bf16 through float32
-        as the IR defines it."""
-        # pyopencl packs scalars by these dtypes in one call (set_arg one by one costs µs).
-        cl_kernel.set_scalar_arg_dtypes([
-            None if kind is not ParamKind.VARIABLE else _SCALAR_DTYPES.get(dtype, dtype.numpy)
-            for kind, dtype in zip(kinds, self.param_dtypes)
-        ])  # fmt: skip
-        self.bound: tuple[Arg, ...] | None = None
-        """The arguments the kernel holds, as set by the last ``bind``."""
-        self.fixed_work = None if self.symbolic else self._work(self.groups(()))
-        """The global work of every launch; ``None`` where it depends on a ``Variable``
-        (or where there is no work-group)."""
-        submit, enqueue = self._specialize_submit(), self._specialize_enqueue()
-        scheduler = self.device.scheduler
-        native = scheduler.enqueuer(self, submit, enqueue, self._failure) if launcher() else None
-        self.submit = native.submit if native else submit
-        """``Device.launch`` of this program, its device already checked."""
-        self.enqueue = native.enqueue if native else enqueue
-        """The scheduler's ``Launchable.enqueue``."""
-
-    def work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
-        """Global work-items per axis for a launch of ``groups`` work-groups (``inspect``
-        says how many); ``None`` when there is no work-group."""
-        return self.fixed_work if self.fixed_work is not None else self._work(groups)
-
-    def _work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
-        # ``inspect`` checked the counts against the device's limits.
-        if 0 in groups:
-            return None
-        (x, y, z), (lx, ly, lz) = groups, self.local_size
-        return (x * lx, y * ly, z * lz)
-
-    def _specialize_submit(self) -> Callable[[Sequence[Arg]], None]:
-        """``inspect``'s checks, then the launch appended to the window as
-        ``(self, args, work)``; nothing where it has no work-group."""
-        args = "".join(f"a{i}, " for i in range(len(self.param_kinds)))
-        append, names = self.device.scheduler.appending(f"(program, ({args}), work)")
-        names["program"] = self
-        if self.fixed_work is not None:
-            names["work"] = self.fixed_work
-            body = append
-        elif self.symbolic:  # inspect checked that no count is negative
-            lx, ly, lz = self.local_size
-            body = [
-                "if g0 and g1 and g2:",
-                f"    work = (g0 * {lx}, g1 * {ly}, g2 * {lz})",
-                *(f"    {line}" for line in append),
-            ]
-        else:
-            body = []
-        submit = self.specialize(body, names, returns=False)
-        return cast("Callable[[Sequence[Arg]], None]", submit)
-
-    def _specialize_enqueue(self) -> Callable[[tuple[Arg, ...], Work], int]:
-        """The scheduler's ``Launchable.enqueue``, straight-line for this program's params:
-        through zyx-opencl's native module where it is built, else through pyopencl (its
-        event dropped)."""
-        count = len(self.param_kinds)
-        scheduler, native = self.device.scheduler, launcher()
-        lx, ly, lz = self.local_size
-        if native is not None:
-            enqueue = [
-                f"status = enqueue_kernel(queue_addresses[queue], {self.kernel.int_ptr}, "
-                f"work[0], work[1], work[2], {lx}, {ly}, {lz}, wait_list)",
-                "if status:",
-                "    raise enqueue_failure(what, status)",
-            ]
-        else:  # positional: keywords cost extra in pyopencl's binding
-            enqueue = [
-                "cl.enqueue_nd_range_kernel(scheduler_queues[queue], program.kernel, work, "
-                f"{self.local_size}, None, wait_list)"
-            ]
-        schedule, names = scheduler.inline(
-            self.arg_names(ParamKind.GLOBAL),
-            self.arg_names(ParamKind.GLOBAL_MUT),
-            ["if program.bound != args:", "    program.bind(args)", *enqueue],
-            native=native is not None,
-        )
-        unpack = [f"{''.join(f'a{i}, ' for i in range(count))}= args"] if count else []
-        lines = [*unpack, *schedule, "return queue"]
-        enqueued = generate(
-            ["def enqueue(args, work):", *(f"    {line}" for line in lines)],
-            {
-                **names,
-                "program": self,
-                "cl": cl,
-                "enqueue_kernel": native,
-                "enqueue_failure": enqueue_failure,
-                "what": f"clEnqueueNDRangeKernel({self.name})",
-                "queue_addresses": [queue.int_ptr for queue in scheduler.queues],
-                "scheduler_queues": scheduler.queues,
-            },
-            f"enqueue {self.name}",
-        )
-        return cast("Callable[[tuple[Arg, ...], Work], int]", enqueued)
-
-    def _failure(self, call: str, status: int) -> BackendError:
-        return enqueue_failure(f"{call}({self.name})", status)
-
-    def retire(self) -> None:
-        super().retire()
-        self.submit = self.refused
-
-    def bind(self, args: tuple[Arg, ...]) -> None:
-        """Set the kernel's arguments to ``args``. While its scalars stay the same, only the
-        buffers that changed are set, one ``set_arg`` each (a launch over fresh outputs
-        changes one or two); else all, in one ``set_args``, which packs the scalars by
-        their dtypes."""
-        bound, kernel = self.bound, self.kernel
-        values: list[Any] = list(args)  # Buffers at the buffer positions (checked)
-        self.bound = None  # until every argument is set: a failure leaves nothing assumed
-        if bound is not None and self._same_scalars(args, bound):
-            for i in self.buffer_positions:
-                if values[i] is not bound[i]:
-                    kernel.set_arg(i, values[i].handle)
-        else:
-            for i in self.buffer_positions:
-                values[i] = values[i].handle
-            for i, dtype in self._halves:
-                values[i] = round_to(float(values[i]), dtype)
-            kernel.set_args(*values)
-        self.bound = args
-
-    def _same_scalars(self, args: tuple[Arg, ...], bound: tuple[Arg, ...]) -> bool:
-        for i in self.scalar_positions:
-            if args[i] != bound[i]:
-                return False
-        return True
 
 
 class OpenCLDevice(Device):

@@ -85,7 +85,7 @@ static PyObject *enqueue(PyObject *self, PyObject *const *args, Py_ssize_t nargs
 
 /* ---- Enqueuer: a program's launches, for the steady state -----------------------------
  *
- * A launch passes through two generated Python functions of its program (device.py):
+ * A launch passes through two generated Python functions of its program (program.py):
  * ``submit`` checks its arguments and appends it to the scheduler's window; ``enqueue``,
  * when the window is enqueued, does the tracker's queue choice and waits, the window's
  * gate, the kernel's arguments set where they changed, the enqueue, the record.

@@ -1,14 +1,16 @@
 """zyx-opencl's native enqueue (``native.c``, built by ``zyx.native``), or ``None``.
 
-``enqueue`` calls ``clEnqueueNDRangeKernel`` with plain ints and no event out; pyopencl's
-binding always creates one (about 1.8 µs of host time per launch on NVIDIA's OpenCL, 0.3-0.8
-on PoCL). ``Enqueuer`` runs a program's submit and enqueue in C where a launch repeats the
-shape of an earlier one, and ``enqueue_window`` the scheduler's loop over its window
+``enqueue`` (``native_enqueue()``) calls ``clEnqueueNDRangeKernel`` with plain ints and no
+event out; pyopencl's binding always creates one (about 1.8 µs of host time per launch on
+NVIDIA's OpenCL, 0.3-0.8 on PoCL). ``Enqueuer`` (``enqueuer_type()``) runs a program's
+submit and enqueue in C where a launch repeats the shape of an earlier one, and
+``enqueue_window`` (``window_loop()``) the scheduler's loop over its window
 (``zyx_opencl.scheduler``). The entry points are taken from the ICD loader pyopencl
 itself loaded (its wheel bundles one), else the system's; the loader dispatches through
 the queue's own driver.
-Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``) zyx-opencl enqueues
-through pyopencl and drops the event: the same results, slower.
+Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``) each of the three is
+``None``, and zyx-opencl enqueues through pyopencl and drops the event: the same results,
+slower.
 """
 
 from __future__ import annotations
@@ -31,17 +33,16 @@ _log = logging.getLogger("zyx.compile")
 
 
 @cache
-def launcher() -> Callable[..., int] | None:
-    """The module's ``enqueue``, bound to the loader's ``clEnqueueNDRangeKernel``, or
-    ``None``."""
+def native_enqueue() -> Callable[..., int] | None:
+    """The module's ``enqueue`` function (one ``clEnqueueNDRangeKernel``), or ``None``."""
     module = native()
     return None if module is None else cast("Callable[..., int]", module.enqueue)
 
 
 @cache
-def steady() -> type | None:
-    """The module's ``Enqueuer`` (a program's submit and enqueue, in C where a launch
-    repeats the shape of an earlier one), bound as ``launcher`` binds it; or ``None``."""
+def enqueuer_type() -> type | None:
+    """The module's ``Enqueuer`` class (a program's submit and enqueue, in C where a launch
+    repeats the shape of an earlier one), or ``None``."""
     module = native()
     return None if module is None else cast(type, module.Enqueuer)
 
@@ -55,7 +56,7 @@ def window_loop() -> Callable[..., None] | None:
 
 @cache
 def native() -> ModuleType | None:
-    """The module, bound to the loader's ``clEnqueueNDRangeKernel`` and
+    """The module, its calls bound to the loader's ``clEnqueueNDRangeKernel`` and
     ``clSetKernelArg``; or ``None``."""
     source = resources.files("zyx_opencl").joinpath("native.c").read_text()
     module = zyx_native.load("_zyx_opencl_native", source, prelude=("tracker",))

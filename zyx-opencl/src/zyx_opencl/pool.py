@@ -115,7 +115,7 @@ class OpenCLPool(MemoryPool):
 
     def _free(self, buf: Buffer) -> None:
         # buf.handle stays: commands still in the window resolve it when they are enqueued.
-        self.scheduler.retire(buf, partial(self._release, buf.handle, buf.nbytes))
+        self.scheduler.free_after_window(buf, partial(self._release, buf.handle, buf.nbytes))
 
     def _release(self, handle: cl.Buffer, nbytes: int) -> None:
         handle.release()

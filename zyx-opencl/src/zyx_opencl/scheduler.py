@@ -29,15 +29,25 @@ waits, or a released buffer's memory, or a copy's host memory. A copy's own even
 as such a marker too. Markers are kept per queue until seen complete, so an event lives
 only while it can still matter and is released (its last reference dropped) exactly once.
 
-A buffer released to zero is retired after the window that may use it was enqueued: its
-memory is freed once the points of its last uses completed. Completion is polled, never
-waited for, at later flushes (the deferred list), so a release never blocks the caller.
+A buffer released to zero waits for the window that may use it to be enqueued
+(``free_after_window``); its memory is then freed once the points of its last uses
+completed. Completion is polled, never waited for, at later flushes (the deferred list),
+so a release never blocks the caller.
 
 Errors are asynchronous: an enqueue that fails inside a window, or an event that ends in
 an error status, is kept and the first one is raised at the next sync point; the device
 stays usable after it.
 
 One scheduler serves one thread; zyx's devices are not thread-safe.
+
+Where a kernel is enqueued:
+
+- ``zyx_opencl.program``, ``OpenCLProgram._specialize_enqueue``: the generated ``enqueue``
+  (the lines of ``inline``), through native.c's ``enqueue`` or pyopencl;
+- native.c ``enqueue_and_commit``: the steady state of the native ``Enqueuer.enqueue``;
+- ``time`` here: ``launch_timed``'s one launch, through pyopencl on ``timing_queue``.
+
+A window reaches the first two from ``_enqueue_entries``, or native.c's ``enqueue_window``.
 """
 
 from __future__ import annotations
@@ -54,23 +64,13 @@ from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Dim, ParamKind, SymDim
 from zyx.native import tracked_params
 from zyx.streams import Access, Action, Sequencer
-from zyx_opencl.native import steady, window_loop
+from zyx_opencl.errors import backend_error, call_failure, event_failure
+from zyx_opencl.native import enqueuer_type, window_loop
 
 Work = tuple[int, int, int]
 
 _log = logging.getLogger("zyx.sched")
 _launch_log = logging.getLogger("zyx.launch")
-
-_OUT_OF_MEMORY = frozenset({
-    cl.status_code.MEM_OBJECT_ALLOCATION_FAILURE,
-    cl.status_code.OUT_OF_RESOURCES,
-    cl.status_code.OUT_OF_HOST_MEMORY,
-})  # fmt: skip
-"""Failures of memory a driver allocates lazily, at the first command that uses it."""
-
-_STATUS_NAMES = {
-    getattr(cl.status_code, name): name for name in dir(cl.status_code) if name.isupper()
-}
 
 
 class Command:
@@ -92,7 +92,7 @@ class Command:
 
 class Launchable(Protocol):
     """What the scheduler needs of a program to enqueue its launches
-    (``zyx_opencl.device.OpenCLProgram``)."""
+    (``zyx_opencl.program.OpenCLProgram``)."""
 
     name: str
     kernel: cl.Kernel
@@ -152,8 +152,8 @@ class Scheduler(Sequencer[cl.Event]):
         """Runs ``launch_timed``'s kernel, alone: profiling only where it is measured."""
         self.window = window
         self._batch: list[Entry] = []
-        self._retiring: list[tuple[Buffer, Action]] = []
-        """Buffers released while the window may still use them."""
+        self._released: list[tuple[Buffer, Action]] = []
+        """Buffers released while the window may still use them, with their frees."""
         self._used = [False] * queues
         """The queues the window being enqueued used so far."""
         self._gate: list[cl.UserEvent] = []
@@ -194,7 +194,7 @@ class Scheduler(Sequencer[cl.Event]):
             "if not scheduler_used[queue]:",
             "    scheduler_used[queue] = True",
             "    gated = scheduler_gate",
-            "wait_list = scheduler_wait_list(queue, waits, gated) if waits or gated else None",
+            "wait_list = scheduler_wait_list(waits, gated) if waits or gated else None",
         ]
         lines, names = super().inline(reads, writes, [*waiting, *enqueue])
         names |= {
@@ -218,9 +218,9 @@ class Scheduler(Sequencer[cl.Event]):
         arguments or only other buffers, and hands every other to ``enqueue``.
         ``failure(call, status)`` makes the error of a failed call. ``None`` without the
         native module, or where the layout does not fit it."""
-        enqueuer_type = steady()
+        native_type = enqueuer_type()
         tracked = tracked_params(program.param_kinds)
-        if enqueuer_type is None or tracked is None:
+        if native_type is None or tracked is None:
             return None
         reads, writes = tracked
         floats = tuple(
@@ -236,7 +236,7 @@ class Scheduler(Sequencer[cl.Event]):
         grid = tuple((d.param, d.div) if isinstance(d, SymDim) else d for d in program.global_size)
         limits = program.device.info.max_global_work_dims
         window = (submit, self._batch, self.window, self.flush)
-        native = enqueuer_type(
+        native = native_type(
             enqueue, program, len(program.param_kinds), reads, writes, self.tracker.load,
             self.issued, self.reached, self.tracker.track, Buffer, program.device.pool, Access,
             self._used, self._gate, tuple(queue.int_ptr for queue in self.queues),
@@ -253,24 +253,25 @@ class Scheduler(Sequencer[cl.Event]):
             self.flush()
 
     def flush(self) -> None:
-        """Enqueue the window, retire what was released during it, and free what is done."""
+        """Enqueue the window, defer the frees of what was released during it until its
+        uses complete, and free what is done."""
         batch = self._batch
         if batch:
             # The list stays: programs' generated code appends to it.
             entries = batch.copy()
             batch.clear()
             self._enqueue_batch(entries)
-        retiring, self._retiring = self._retiring, []
-        for buf, free in retiring:
-            self._retire(buf, free)
+        released, self._released = self._released, []
+        for buf, free in released:
+            self._free_after_uses(buf, free)
         self.collect()
 
-    def retire(self, buf: Buffer, free: Action) -> None:
+    def free_after_window(self, buf: Buffer, free: Action) -> None:
         """Run ``free`` once no command, enqueued or in the window, can still use ``buf``."""
         if self._batch:
-            self._retiring.append((buf, free))
+            self._released.append((buf, free))
         else:
-            self._retire(buf, free)
+            self._free_after_uses(buf, free)
 
     # ---- sync points --------------------------------------------------------------------
 
@@ -299,7 +300,7 @@ class Scheduler(Sequencer[cl.Event]):
             )
             event.wait()
         except cl.Error as error:
-            raise failure(ErrorStatus.KERNEL_SYNC, error) from error
+            raise call_failure(ErrorStatus.KERNEL_SYNC, error) from error
         return int(event.profile.end - event.profile.start)
 
     def synchronize(self) -> None:
@@ -313,7 +314,7 @@ class Scheduler(Sequencer[cl.Event]):
             try:
                 queue.finish()
             except cl.Error as error:
-                self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
+                self._fail(call_failure(ErrorStatus.KERNEL_SYNC, error))
         for q in busy:  # every mark is complete now: polling reads each status once
             self.poll(q)
         self.finished()
@@ -396,7 +397,7 @@ class Scheduler(Sequencer[cl.Event]):
             self._used[queue] = True
             gated = self._gate
         try:
-            event = command.enqueue(self.queues[queue], self._events(queue, waits, gated))
+            event = command.enqueue(self.queues[queue], self._events(waits, gated))
         except Exception as error:
             if command.done is not None:
                 command.done()
@@ -412,23 +413,23 @@ class Scheduler(Sequencer[cl.Event]):
         return queue
 
     def _events(
-        self, queue: int, waits: list[int] | None, gated: list[cl.UserEvent] | None
+        self, waits: list[int] | None, gated: list[cl.UserEvent] | None
     ) -> list[cl.Event] | None:
-        """The wait list of a command on ``queue``: a mark for the latest point of each
-        other queue in ``waits`` (tokens), and the gate."""
+        """A command's wait list: a mark for the latest point of each other queue in
+        ``waits`` (tokens), and the gate."""
         events: list[cl.Event] = self.marks(waits) if waits else []
         if gated:
             events += gated
         return events or None
 
     def _addresses(
-        self, queue: int, waits: list[int] | None, gated: list[cl.UserEvent] | None
+        self, waits: list[int] | None, gated: list[cl.UserEvent] | None
     ) -> tuple[int, ...] | None:
         """``_events`` as the ``cl_event`` addresses the native enqueue takes."""
-        events = self._events(queue, waits, gated)
+        events = self._events(waits, gated)
         return tuple(event.int_ptr for event in events) if events else None
 
-    def _retire(self, buf: Buffer, free: Action) -> None:
+    def _free_after_uses(self, buf: Buffer, free: Action) -> None:
         self.after(self.tracker.forget(buf).values(), free)
 
     # ---- marks (Sequencer) ------------------------------------------------------------------
@@ -444,15 +445,14 @@ class Scheduler(Sequencer[cl.Event]):
         """Whether ``mark`` completed or failed; a failure is kept as the pending error."""
         status: int = mark.command_execution_status
         if status < 0:
-            name = _STATUS_NAMES.get(status, str(status))
-            self._fail(_failure(ErrorStatus.KERNEL_SYNC, status, f"a command ended in {name}"))
+            self._fail(event_failure(status))
         return status <= 0
 
     def block(self, mark: cl.Event) -> None:
         try:
             mark.wait()
         except cl.Error as error:
-            self._fail(failure(ErrorStatus.KERNEL_SYNC, error))
+            self._fail(call_failure(ErrorStatus.KERNEL_SYNC, error))
 
     def _fail(self, error: BackendError) -> None:
         if self._error is None:
@@ -463,34 +463,3 @@ class Scheduler(Sequencer[cl.Event]):
 
 def _describe(program: Launchable | None, payload: Any, work: Work) -> str:
     return f"<launch {program.name} {work}>" if program is not None else repr(payload)
-
-
-def enqueue_failure(what: str, code: int) -> BackendError:
-    """The error of a native enqueue that returned ``code``."""
-    name = _STATUS_NAMES.get(code, str(code))
-    return _failure(ErrorStatus.KERNEL_SYNC, code, f"{what} failed: {name}")
-
-
-def backend_error(status: ErrorStatus, error: Exception) -> BackendError:
-    """``error`` as the ``BackendError`` a sync point raises: itself where it is one, else
-    one of ``status`` chained to it."""
-    if isinstance(error, BackendError):
-        return error
-    if isinstance(error, cl.Error):
-        kept = failure(status, error)
-    else:
-        kept = BackendError(status, f"OpenCL: {type(error).__name__}: {error}")
-    kept.__cause__ = error
-    return kept
-
-
-def failure(status: ErrorStatus, error: cl.Error) -> BackendError:
-    """The ``BackendError`` for an OpenCL call that raised ``error``."""
-    return _failure(status, getattr(error, "code", None), str(error))
-
-
-def _failure(status: ErrorStatus, code: int | None, message: str) -> BackendError:
-    # A lazily allocating driver reports out-of-memory at the first command using a buffer.
-    if code in _OUT_OF_MEMORY:
-        status = ErrorStatus.MEMORY_ALLOCATION
-    return BackendError(status, f"OpenCL: {message}")
