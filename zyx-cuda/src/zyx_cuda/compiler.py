@@ -5,8 +5,9 @@ device newer than this NVRTC knows gets PTX for the newest architecture NVRTC su
 (``compute_XY``), which the driver compiles at load time. Images are cached on disk
 (``zyx.cache``, folder ``cuda``) by source digest, target, NVRTC version and options.
 
-NVRTC must be 13.0 for the 13.0 driver of the lent H200 (newer NVRTCs write PTX that
-driver is not expected to load); the distribution pins ``nvidia-cuda-nvrtc==13.0.*``.
+NVRTC must be no newer than the driver: a CUDA 13.0 driver is not expected to load the PTX
+of a newer NVRTC, so the distribution, which targets CUDA 13 drivers, pins
+``nvidia-cuda-nvrtc==13.0.*``.
 """
 
 from __future__ import annotations

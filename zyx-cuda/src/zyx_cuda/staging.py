@@ -1,21 +1,18 @@
 """Host↔device copies through pinned staging memory, chunked and spread over threads.
 
-The DMA engines move pinned memory at full speed (about 55 GB/s host to device on the
-H200) but pageable memory at a fraction (4.1 GB/s), and one core's ``memcpy`` into pinned
-memory is slower than the DMA. So a large copy is cut into chunks that worker threads
-("lanes") take in turn, each the next one not yet taken: a lane on a busy core takes fewer
-instead of finishing last (dealt round-robin, a slow lane held whole copies back: the
-slowest quarter of 1 GiB copies fell below 47 GB/s host to device and 39 device to host;
-claimed, below 50 and 49). Each lane owns two pinned slots and alternates between them:
-it ``memmove``s a chunk into one slot (ctypes drops the GIL for that) and enqueues its DMA,
-then fills the other slot while that DMA runs. A slot's event says when its last DMA
-finished and the slot may be filled again. Measured on the H200 (2026-11-30, 1 GiB): 4 MiB
-chunks beat 2, 8, 16 and 32 MiB in two sweeps, 4 threads reached half the speed, and 8, 12
-and 16 threads landed within run-to-run noise of each other (43-50 GB/s host to device,
-the DMA alone reaching 55): the host memory bandwidth of the extra copy is the limit.
-Streaming (non-temporal) stores into the slots and page-locking part of the source in
-place beside the lanes lost; first chunks growing from a fraction of a slot tied
-(BENCHMARKS.md).
+The DMA engines move pinned memory at full speed but pageable memory at a fraction, and
+one core's ``memcpy`` into pinned memory is slower than the DMA. So a large copy is cut
+into chunks that worker threads ("lanes") take in turn, each the next one not yet taken: a
+lane on a busy core takes fewer instead of finishing last (chunks dealt round-robin let a
+slow lane hold whole copies back). Each lane owns two pinned slots and alternates between
+them: it ``memmove``s a chunk into one slot (ctypes drops the GIL for that) and enqueues
+its DMA, then fills the other slot while that DMA runs. A slot's event says when its last
+DMA finished and the slot may be filled again. The chunk size (``SLOT_BYTES``) and the
+number of lanes (``THREADS``) are the best of the sweeps in BENCHMARKS.md (CUDA section):
+beyond a few lanes the host's memory bandwidth, shared by the extra copy and the DMA, is
+the limit, not the lane count. Streaming (non-temporal) stores into the slots, page-locking
+part of the source in place beside the lanes, and first chunks growing from a fraction of
+a slot were tried there and gained nothing.
 
 Where zyx-cuda's native module is built, each lane runs in C without the GIL (``native.c``:
 ``upload``, ``download``; the download also starts a chunk's DMA while the one before is
