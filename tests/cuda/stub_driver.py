@@ -10,7 +10,8 @@ Python one with it, ``test_cuda_launch_args.py`` checks the launch paths' argume
 Each stream gets its own handle, and every launch, through cuda-python or the native module,
 is logged with its function, grid, stream and ``kernelParams`` address (a launch without a
 work-group fails, logged, as the driver refuses it: CUDA_ERROR_INVALID_VALUE); every
-``cuStreamWaitEvent`` with its stream; every CUDA graph call by its name.
+``cuStreamWaitEvent`` with its stream; every CUDA graph and stream capture call by its
+name; every ``cuStreamDestroy`` with its stream.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ class StandIns:
         self.waits: list[int] = []
         """The streams that ``cuStreamWaitEvent`` made wait, in order."""
         self.graph_calls: list[str] = []
-        """The CUDA graph calls made, by name, in order."""
+        """The CUDA graph and stream capture calls made, by name, in order."""
+        self.destroyed: list[int] = []
+        """The streams that ``cuStreamDestroy`` destroyed, in order."""
         folder = Path(tempfile.mkdtemp(prefix="zyx-stub-driver-"))
         (folder / "stub.c").write_text(_STAND_INS)
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(folder / "stub.c"), "-o",
@@ -142,6 +145,7 @@ def install() -> StandIns:
         "cuDeviceGetCount": lambda: (ok, 1),
         "cuMemGetInfo": lambda: (ok, 140 << 30, 141 << 30),
         "cuMemAlloc": lambda nbytes: (ok, next(addresses)),
+        "cuPointerGetAttribute": lambda attribute, pointer: (ok, 0),  # pageable host memory
         "cuEventElapsedTime": lambda start, end: (ok, 0.001),
         "cuLaunchKernel": launch_kernel,
         "cuDevicePrimaryCtxRetain": lambda device: (ok, CONTEXT),
@@ -157,6 +161,12 @@ def install() -> StandIns:
 
     stubs["cuStreamWaitEvent"] = wait_event
 
+    def destroy_stream(stream: Any) -> tuple[Any]:
+        native.destroyed.append(int(stream))
+        return (ok,)
+
+    stubs["cuStreamDestroy"] = destroy_stream
+
     def graph_call(name: str, returns: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
             native.graph_calls.append(name)
@@ -170,14 +180,17 @@ def install() -> StandIns:
         return call
 
     for name in ("cuGraphCreate", "cuGraphAddEmptyNode", "cuGraphAddKernelNode",
-                 "cuGraphInstantiate"):  # fmt: skip
+                 "cuGraphInstantiate", "cuGraphAddChildGraphNode",
+                 "cuStreamEndCapture"):  # fmt: skip
         stubs[name] = graph_call(name, handle)
     for name in ("cuGraphExecKernelNodeSetParams", "cuGraphLaunch", "cuGraphExecDestroy",
-                 "cuGraphDestroy"):  # fmt: skip
+                 "cuGraphDestroy", "cuGraphExecChildGraphNodeSetParams",
+                 "cuStreamBeginCapture"):  # fmt: skip
         stubs[name] = graph_call(name, done)
     for name in ("cuCtxSetCurrent", "cuEventRecord", "cuEventQuery",
                  "cuStreamSynchronize", "cuEventSynchronize", "cuMemFree", "cuModuleUnload",
-                 "cuFuncSetAttribute", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync"):  # fmt: skip
+                 "cuFuncSetAttribute", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
+                 "cuMemcpyDtoDAsync"):  # fmt: skip
         stubs[name] = done
     for name, stub in stubs.items():
         setattr(driver, name, stub)

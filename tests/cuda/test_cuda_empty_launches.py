@@ -20,12 +20,13 @@ def test_launches_without_work_groups_do_nothing(
     gpu: None, rng: np.random.Generator, launch: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from zyx_cuda.device import CudaDevice
-    from zyx_cuda.native import launcher
+    from zyx_cuda.native import launch_function
 
-    if launch == "native" and launcher() is None:
+    if launch == "native" and launch_function() is None:
         pytest.skip("zyx-cuda's native module is not built here (see zyx.native's log)")
     if launch == "cuda-python":
-        monkeypatch.setattr("zyx_cuda.program.launcher", lambda: None)
+        monkeypatch.setattr("zyx_cuda.program.launch_function", lambda: None)
+        monkeypatch.setattr("zyx_cuda.program.launcher_type", lambda: None)
     device = CudaDevice(0, queues=2)
     pool, program = device.pool, device.compile(lcg_kernel())
     x, y = (rng.integers(0, 1 << 32, N, dtype=np.uint32) for _ in range(2))

@@ -126,3 +126,6 @@ def test_a_library_program_inside_a_recording(device: CudaDevice) -> None:
     for buf in (x, y, out):
         pool.release(buf)
     device.release(program)
+    device.release(filler)
+    device.synchronize()
+    assert filler._capture_stream is None  # its capture stream destroyed

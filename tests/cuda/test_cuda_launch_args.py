@@ -92,12 +92,12 @@ def sides(kernel: Kernel | None = None) -> list[Side]:
     from zyx_cuda.device import CudaDevice
 
     native, python = CudaDevice(0, queues=2), CudaDevice(0, queues=2)
-    steady = programs.steady
-    programs.steady = lambda: None  # type: ignore[assignment]
+    launcher_type = programs.launcher_type
+    programs.launcher_type = lambda: None  # type: ignore[assignment]
     try:
         plain = python.compile(kernel or fill_kernel())
     finally:
-        programs.steady = steady
+        programs.launcher_type = launcher_type
     stepped = native.compile(kernel or fill_kernel())
     assert hasattr(stepped.submit, "__self__") and not hasattr(plain.submit, "__self__")
     return [(native, stepped), (python, plain)]
@@ -248,9 +248,9 @@ def main(check: str) -> str:
     from stub_driver import install
 
     stand_ins = install()
-    from zyx_cuda.native import steady
+    from zyx_cuda.native import launcher_type
 
-    if steady() is None:
+    if launcher_type() is None:
         return "skip: zyx-cuda's native module did not build"
     stand_ins.record(True)
     CHECKS[check](stand_ins)

@@ -46,14 +46,15 @@ def replay(steps: int, seed: int = 7) -> str:
     stand_ins = install()
     from zyx_cuda import program as programs
     from zyx_cuda.device import CudaDevice
-    from zyx_cuda.native import steady
+    from zyx_cuda.native import launcher_type
 
-    if steady() is None:
+    if launcher_type() is None:
         return "skip: zyx-cuda's native module did not build"
     native, python = Side(CudaDevice(0, queues=4)), Side(CudaDevice(0, queues=4))
-    programs.steady = lambda: None  # type: ignore[assignment]  # the Python side's programs
+    # The Python side's programs get no Launcher.
+    programs.launcher_type = lambda: None  # type: ignore[assignment]
     python.compile()
-    programs.steady = steady  # type: ignore[assignment]
+    programs.launcher_type = launcher_type
     native.compile()
     stand_ins.record(True)
     rng = random.Random(seed)

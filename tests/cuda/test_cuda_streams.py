@@ -30,12 +30,13 @@ def test_random_commands_match_the_model(
     """``launch``: through zyx-cuda's native module, or cuda-python's binding (the path
     taken where the module cannot be built)."""
     from zyx_cuda.device import CudaDevice
-    from zyx_cuda.native import launcher
+    from zyx_cuda.native import launch_function
 
-    if launch == "native" and launcher() is None:
+    if launch == "native" and launch_function() is None:
         pytest.skip("zyx-cuda's native module is not built here (see zyx.native's log)")
     if launch == "cuda-python":
-        monkeypatch.setattr("zyx_cuda.program.launcher", lambda: None)
+        monkeypatch.setattr("zyx_cuda.program.launch_function", lambda: None)
+        monkeypatch.setattr("zyx_cuda.program.launcher_type", lambda: None)
     rng = np.random.default_rng(1234)  # the same commands for 8 streams and for 1
     device = CudaDevice(0, queues=queues)
     pool, program = device.pool, device.compile(lcg_kernel())

@@ -19,7 +19,7 @@ from zyx_cuda.context import Context
 from zyx_cuda.errors import check
 from zyx_cuda.graphs import GraphRecording
 from zyx_cuda.pool import CudaPool
-from zyx_cuda.program import CudaProgram, KernelProgram
+from zyx_cuda.program import CudaProgram, KernelProgram, log_launch
 from zyx_cuda.streams import Streams
 
 _log = logging.getLogger("zyx.dev")
@@ -82,6 +82,8 @@ class CudaDevice(Device):
         program.enqueue(stream, args, groups)
         check(status, "cuEventRecord", driver.cuEventRecord(end, stream))
         streams.commit(0, reads, writes)
+        if program.logged:
+            log_launch(program, 0, groups)
         check(ErrorStatus.KERNEL_SYNC, "cuEventSynchronize", driver.cuEventSynchronize(end))
         streams.done(0)
         ms = check(
@@ -168,9 +170,9 @@ def dtype_capabilities(cc: tuple[int, int]) -> dict[DType, DTypeCapability]:
     return caps
 
 
-def open_devices(ordinals: Sequence[int], queues: int) -> list[CudaDevice]:
-    """Devices for ``ordinals``; an ordinal the driver does not have is DeviceEnumeration."""
-    count = check(ErrorStatus.DEVICE_ENUMERATION, "cuDeviceGetCount", driver.cuDeviceGetCount())
+def open_devices(ordinals: Sequence[int], count: int, queues: int) -> list[CudaDevice]:
+    """Devices for ``ordinals`` of the ``count`` the driver sees (``driver.initialize``); an
+    ordinal it does not have is DeviceEnumeration."""
     missing = [o for o in ordinals if not 0 <= o < count]
     if missing:
         raise BackendError(

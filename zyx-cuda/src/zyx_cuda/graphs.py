@@ -9,11 +9,14 @@ rebinding changes which launches share buffers, or which have work-groups (a lau
 is an empty node): then the graph is built again.
 
 A replay is one command on the device's streams, whose reads and writes are the union of
-its launches', so it is ordered against ordinary launches and copies like any other.
+its launches', so it is ordered against ordinary launches and copies like any other. It is
+logged on ``zyx.launch`` where that logger was on for DEBUG when the recording was made
+(decided once, as a program decides for its launches).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,12 +24,13 @@ from cuda.bindings import driver
 
 from zyx.backend import Arg, Buffer, Program, Recording
 from zyx.errors import BackendError, ErrorStatus
-from zyx.ir.ops import ParamKind
 from zyx_cuda.errors import check
 from zyx_cuda.program import CudaProgram
 
 if TYPE_CHECKING:
     from zyx_cuda.device import CudaDevice
+
+_launch_log = logging.getLogger("zyx.launch")
 
 Launch = tuple[Program, list[Arg]]
 Layout = tuple[list[tuple[int, ...]], list[bool]]
@@ -34,26 +38,14 @@ Layout = tuple[list[tuple[int, ...]], list[bool]]
 work-groups (a kernel node) or none (an empty node)."""
 
 
-def accesses(program: Program, args: Sequence[Arg]) -> tuple[list[Buffer], list[Buffer]]:
-    """The buffers among a recorded launch's ``args`` that it reads and that it writes."""
-    reads: list[Buffer] = []
-    writes: list[Buffer] = []
-    for arg, kind in zip(args, program.param_kinds):
-        if kind is ParamKind.GLOBAL:
-            reads.append(cast(Buffer, arg))
-        elif kind is ParamKind.GLOBAL_MUT:
-            writes.append(cast(Buffer, arg))
-    return reads, writes
-
-
 def dependencies(launches: Sequence[Launch]) -> list[tuple[int, ...]]:
-    """For each launch, the earlier launches it must follow because they share a buffer."""
+    """For each launch, the earlier launches it must follow because they share a buffer
+    (as ``Program.inspect`` says it reads or writes it)."""
     writer: dict[Buffer, int] = {}
     readers: dict[Buffer, list[int]] = {}
     edges = []
     for i, (program, args) in enumerate(launches):
-        assert isinstance(program, CudaProgram)
-        reads, writes = accesses(program, args)
+        reads, writes, _ = program.inspect(args)
         after = {writer[b] for b in reads + writes if b in writer}
         for b in writes:
             after.update(readers.get(b, ()))
@@ -82,6 +74,7 @@ class GraphRecording(Recording):
         self._buffers: tuple[Buffer, ...] = ()
         self._reads: tuple[Buffer, ...] = ()
         self._writes: tuple[Buffer, ...] = ()
+        self._logged = _launch_log.isEnabledFor(logging.DEBUG)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         self.device.own(program, CudaProgram)
@@ -111,6 +104,12 @@ class GraphRecording(Recording):
             driver.cuGraphLaunch(self._exec, streams.handles[queue]),
         )
         streams.commit(queue, self._reads, self._writes)
+        if self._logged:
+            self._log_replay(queue)
+
+    def _log_replay(self, queue: int) -> None:
+        names = ", ".join(program.name for program, _ in self.launches)
+        _launch_log.debug("%s: replay of %s on stream %d", self.device.name, names, queue)
 
     def _check_live(self) -> None:
         """Refuse a replay whose graph points into a released program's module (unloaded
@@ -171,8 +170,7 @@ class GraphRecording(Recording):
         read: dict[Buffer, None] = {}
         written: dict[Buffer, None] = {}
         for program, args in self.launches:
-            assert isinstance(program, CudaProgram)
-            reads, writes = accesses(program, args)
+            reads, writes, _ = program.inspect(args)
             read.update(dict.fromkeys(reads))
             written.update(dict.fromkeys(writes))
         self._writes = tuple(written)

@@ -11,7 +11,8 @@ params in param order, and the scalar params in param order::
     device.launch(program, [a, b, c])
 
 In a recording (``Device.record``) the call is captured once into a child graph, and
-captured again when ``set_arg`` rebinds it.
+captured again when ``set_arg`` rebinds it, on a stream of the program's own that
+``Device.release`` destroys.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class LibraryProgram(CudaProgram):
 
     def _capture(self, args: Sequence[Arg]) -> Any:
         """The call's work as a graph, by stream capture on a stream of its own."""
+        _, _, groups = self.prepare(args)  # refuses a released program's
         if self._capture_stream is None:
             flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING
             self._capture_stream = check(_GRAPH, "cuStreamCreate", driver.cuStreamCreate(flags))
@@ -89,7 +91,15 @@ class LibraryProgram(CudaProgram):
         mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(_GRAPH, "cuStreamBeginCapture", driver.cuStreamBeginCapture(stream, mode))
         try:
-            self.enqueue(stream, args, self.groups(args))
+            self.enqueue(stream, args, groups)
         finally:
             graph = check(_GRAPH, "cuStreamEndCapture", driver.cuStreamEndCapture(stream))
         return graph
+
+    def unload(self) -> None:
+        if self._capture_stream is None:
+            return
+        self.device.context.activate()
+        stream, status = self._capture_stream, ErrorStatus.DEINITIALIZATION
+        check(status, "cuStreamDestroy", driver.cuStreamDestroy(stream))
+        self._capture_stream = None

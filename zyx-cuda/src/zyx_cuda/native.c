@@ -358,7 +358,8 @@ static int launchable(Launcher *self, PyObject *const *items, unsigned long long
     return zyx_alive(&self->tracking, items);
 }
 
-/* Pack the buffers that changed, launch on ``queue`` and record it. */
+/* Pack the buffers that changed, launch on ``queue`` and record it. (program.py's docstring
+ * lists every place a kernel is launched.) */
 static PyObject *launch_and_commit(Launcher *self, PyObject *const *items,
                                    const unsigned long long *handles, int changed,
                                    PyObject **bufs, PyObject **records, long queue,

@@ -1,12 +1,12 @@
 """zyx-cuda's native module (``native.c``, built by ``zyx.native``), or ``None``.
 
 ``launch`` calls the driver's ``cuLaunchKernel`` with plain ints, below cuda-python's
-binding, which builds conversion objects for its eleven arguments (0.25-0.6 µs less per
-``Device.launch`` on the H200 machine). ``Launcher`` runs a program's whole launch in C
-when it repeats an earlier one (``zyx_cuda.program``). ``upload`` and ``download`` run a
-staging lane's share of a large copy without the GIL (``zyx_cuda.staging``). Without a C
-compiler or Python's headers (or with ``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and
-runs the lanes in Python instead: the same results, slower.
+binding, which builds conversion objects for its eleven arguments (BENCHMARKS.md measures
+the difference). ``Launcher`` runs a program's whole launch in C when it repeats an earlier
+one (``zyx_cuda.program``). ``upload`` and ``download`` run a staging lane's share of a
+large copy without the GIL (``zyx_cuda.staging``). Without a C compiler or Python's headers
+(or with ``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and runs the lanes in Python instead:
+the same results, slower.
 """
 
 from __future__ import annotations
@@ -30,27 +30,32 @@ _CUDA_VERSION = 12000
 
 @cache
 def native() -> ModuleType | None:
-    """The loaded module, or ``None``. Its ``launch`` needs ``launcher``'s binding."""
+    """The loaded module, or ``None``. Its launch calls need ``_launch_module``'s binding."""
     source = resources.files("zyx_cuda").joinpath("native.c").read_text()
     return zyx_native.load("_zyx_cuda_native", source, prelude=("tracker",))
 
 
 @cache
-def launcher() -> Callable[..., int] | None:
-    """The module's ``launch``, bound to the driver's ``cuLaunchKernel``, or ``None``."""
+def _launch_module() -> ModuleType | None:
+    """The module with ``launch`` and ``Launcher`` bound to the driver's ``cuLaunchKernel``
+    and ``cuCtxGetCurrent``, or ``None``."""
     module = native()
-    if module is None:
-        return None
-    module.bind(_entry(b"cuLaunchKernel"), _entry(b"cuCtxGetCurrent"))
-    return cast("Callable[..., int]", module.launch)
+    if module is not None:
+        module.bind(_entry(b"cuLaunchKernel"), _entry(b"cuCtxGetCurrent"))
+    return module
 
 
-@cache
-def steady() -> type | None:
-    """The module's ``Launcher`` (a program's launch, in C where it repeats an earlier
-    one), bound as ``launcher`` binds it; or ``None``."""
-    module = native()
-    return None if launcher() is None or module is None else cast(type, module.Launcher)
+def launch_function() -> Callable[..., int] | None:
+    """The module's ``launch`` (``cuLaunchKernel`` with plain ints), or ``None``."""
+    module = _launch_module()
+    return None if module is None else cast("Callable[..., int]", module.launch)
+
+
+def launcher_type() -> type | None:
+    """The module's ``Launcher`` type (a program's launch, in C where it repeats an earlier
+    one), or ``None``."""
+    module = _launch_module()
+    return None if module is None else cast(type, module.Launcher)
 
 
 @cache

@@ -32,7 +32,7 @@ def open_cuda(section: CudaSection) -> Sequence[Device]:
 
     count = initialize()
     ordinals = range(count) if section.device_ids is None else section.device_ids
-    return open_devices(ordinals, section.queues)
+    return open_devices(ordinals, count, section.queues)
 
 
 @hookimpl

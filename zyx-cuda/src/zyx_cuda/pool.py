@@ -12,6 +12,10 @@ Freeing: ``release`` never blocks. The buffer's last uses on each stream (the tr
 ``last_uses``) get an event, and ``cuMemFree`` runs once they all completed, at a later
 allocation, read or synchronize. Out of memory first waits for those deferred frees, then
 retries once; if it still fails it raises MemoryAllocation and the pool stays usable.
+
+Copies are logged on ``zyx.launch`` (``ZYX_DEBUG=32``), with the stream each ran on. Each
+checks the logger, unlike a launch (``zyx_cuda.program``): beside a copy's driver calls
+that check costs nothing measurable, and a logger turned on later is seen at once.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from zyx_cuda.staging import Staging
 from zyx_cuda.streams import Streams
 
 _log = logging.getLogger("zyx.mem")
+_copy_log = logging.getLogger("zyx.launch")
 
 
 class CudaPool(MemoryPool):
@@ -109,6 +114,8 @@ class CudaPool(MemoryPool):
         queue = streams.select((), target)
         self.staging.upload(buf.handle + offset, view, streams.handles[queue])
         streams.commit(queue, (), target)
+        if _copy_log.isEnabledFor(logging.DEBUG):
+            _log_copy(self.name, f"write to {buf.handle + offset:#x}", view.nbytes, queue)
 
     def _read(self, buf: Buffer, view: memoryview, offset: int) -> None:
         self.context.activate()
@@ -118,6 +125,8 @@ class CudaPool(MemoryPool):
         self.staging.download(view, buf.handle + offset, streams.handles[queue])
         streams.done(queue)
         streams.collect()
+        if _copy_log.isEnabledFor(logging.DEBUG):
+            _log_copy(self.name, f"read from {buf.handle + offset:#x}", view.nbytes, queue)
 
     def _copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
         if isinstance(src_pool, HostPool):
@@ -139,6 +148,9 @@ class CudaPool(MemoryPool):
             driver.cuMemcpyDtoDAsync(dst.handle, src.handle, src.nbytes, streams.handles[queue]),
         )
         streams.commit(queue, (src,), (dst,))
+        if _copy_log.isEnabledFor(logging.DEBUG):
+            copy = f"copy {src.handle:#x} to {dst.handle:#x}"
+            _log_copy(self.name, copy, src.nbytes, queue)
 
     def _copy_peer(self, src_pool: CudaPool, src: Buffer, dst: Buffer) -> None:
         """Copy from another GPU on one of this device's streams, over the direct link
@@ -169,10 +181,17 @@ class CudaPool(MemoryPool):
         src_pool.context.activate()
         src_pool.streams.order_after_event(done, reads=(src,))
         self.context.activate()
+        if _copy_log.isEnabledFor(logging.DEBUG):
+            copy = f"copy {src_pool.name} {src.handle:#x} to {dst.handle:#x}"
+            _log_copy(self.name, copy, src.nbytes, queue)
 
     def synchronize(self) -> None:
         self.context.activate()
         self.streams.synchronize()
+
+
+def _log_copy(pool: str, what: str, nbytes: int, queue: int) -> None:
+    _copy_log.debug("%s: %s, %d bytes, on stream %d", pool, what, nbytes, queue)
 
 
 def _mem_alloc(nbytes: int) -> int:

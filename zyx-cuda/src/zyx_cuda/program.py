@@ -1,23 +1,37 @@
 """Programs the CUDA device schedules: compiled kernels here, library calls in ``library``.
 
+``CudaDevice.launch`` calls ``program.submit``, an attribute each program sets. Where a
+kernel is launched:
+
+- ``KernelProgram._specialize_submit``: the generated Python ``submit`` (its ``launch`` lines:
+  native.c's ``launch`` where the native module is built, else cuda-python's call);
+- native.c ``launch_and_commit``: the native ``Launcher``'s C path, which is ``submit``
+  where the module is built (``KernelProgram._native_submit``) and hands the launches it
+  does not run to the generated function;
+- ``KernelProgram.enqueue``: cuda-python's ``cuLaunchKernel``, for ``CudaDevice.launch_timed``;
+- ``GraphRecording.replay`` (``graphs``): ``cuGraphLaunch`` of the nodes ``add_node`` made;
+- ``CudaProgram.schedule``: ``submit`` of a ``LibraryProgram``, whose ``enqueue`` calls the
+  library.
+
 A ``KernelProgram`` keeps a prepared argument block: one 8-byte slot per param in a ctypes
 buffer and a ``void*`` array pointing at the slots, whose address is ``cuLaunchKernel``'s
-``kernelParams``. Its ``submit`` (what ``CudaDevice.launch`` calls) is one function
-generated for the program (``Program.specialize``): the argument checks, one precompiled
-``struct.pack_into`` into the slots, the stream choice and hazard bookkeeping of
-``Streams.inline``, and the ``cuLaunchKernel`` call, through zyx-cuda's native module
-where it is built, else through cuda-python. Straight-line code, no allocation beyond the
-call's own.
+``kernelParams``. Its generated ``submit`` (``Program.specialize``) is the argument checks,
+one precompiled ``struct.pack_into`` into the slots, the stream choice and hazard
+bookkeeping of ``Streams.inline``, and the ``cuLaunchKernel`` call: straight-line code, no
+allocation beyond the call's own. The native ``Launcher`` in front of it runs in C a launch
+that repeats the packed arguments, or changes only buffers, on a stream without a
+cross-stream hazard.
 
-Where the native module is built, ``submit`` is its ``Launcher`` instead: a launch that
-repeats the packed arguments, or changes only buffers, on a stream without a cross-stream
-hazard runs there in C; it hands every other launch to the generated function
-(``KernelProgram._steady``).
+Whether a program logs its launches (``zyx.launch`` at DEBUG, ``ZYX_DEBUG=32``) is decided
+once, when it is made (``logged``): a logging kernel gets a generated ``submit`` with the log
+call and no ``Launcher`` (its C path does not log); a kernel that does not log has no check
+for it on its launch path (``schedule``, a library program's, tests ``logged``).
 """
 
 from __future__ import annotations
 
 import ctypes
+import logging
 import struct
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
@@ -35,7 +49,7 @@ from zyx_cuda.codegen import shared_bytes
 from zyx_cuda.compiler import Image
 from zyx_cuda.context import current_context
 from zyx_cuda.errors import check, cuda_error
-from zyx_cuda.native import launcher, steady
+from zyx_cuda.native import launch_function, launcher_type
 
 if TYPE_CHECKING:
     from zyx_cuda.device import CudaDevice
@@ -48,6 +62,7 @@ _SCALAR_CODES = {
 }  # fmt: skip
 _STATIC_SHARED_LIMIT = 48 * 1024
 _launch_kernel = driver.cuLaunchKernel
+_launch_log = logging.getLogger("zyx.launch")
 _EMPTY = object()
 """What ``ArgBlock.packed`` holds where its slot holds no argument: never an argument (as
 ``None`` may be), since the native ``Launcher`` takes an argument identical to the packed
@@ -64,10 +79,15 @@ class CudaProgram(Program):
         self.prepare: Callable[[Sequence[Arg]], Prepared] = self.inspect
         """``inspect``, and where the program has one, readies its argument block for the
         next ``enqueue``: the launch path's one pass over the arguments."""
+        self.logged = _launch_log.isEnabledFor(logging.DEBUG)
+        """Whether its launches are logged on ``zyx.launch``, decided once, here."""
+        self.submit: Callable[[Sequence[Arg]], None] = self.schedule
+        """``Device.launch`` of this program, its device already checked: ``schedule``, or
+        a ``KernelProgram``'s generated function or native ``Launcher``."""
 
-    def submit(self, args: Sequence[Arg]) -> None:
-        """``Device.launch`` of this program, its device already checked: the arguments
-        checked before any native call, then a stream chosen, its hazards ordered, the work
+    def schedule(self, args: Sequence[Arg]) -> None:
+        """The launch path of a program without a generated one: the arguments checked
+        before any native call, then a stream chosen, its hazards ordered, the work
         enqueued and recorded."""
         reads, writes, groups = self.prepare(args)
         device = self.device
@@ -76,15 +96,18 @@ class CudaProgram(Program):
         queue = streams.select(reads, writes)
         self.enqueue(streams.handles[queue], args, groups)
         streams.commit(queue, reads, writes)
+        if self.logged:
+            log_launch(self, queue, groups)
 
     def retire(self) -> None:
         super().retire()
-        self.prepare = self.submit = self.refused  # type: ignore[method-assign]
+        self.prepare = self.submit = self.refused
 
     @abstractmethod
     def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
-        """Enqueue the work on ``stream`` (the device chose it and ordered its hazards), right
-        after ``prepare(args)`` returned ``groups``."""
+        """Enqueue the work on ``stream`` (the device chose it and ordered its hazards).
+        Call it right after ``prepare(args)``, with the ``groups`` that returned: a
+        ``KernelProgram`` launches the block that call packed, not ``args``."""
 
     @abstractmethod
     def add_node(self, graph: Any, deps: Sequence[Any], args: Sequence[Arg]) -> Any:
@@ -173,6 +196,13 @@ class ArgBlock:
         return lines, names
 
 
+def log_launch(program: CudaProgram, queue: int, groups: tuple[int, int, int]) -> None:
+    """Log a launch of ``program`` on stream ``queue`` (the caller checked ``logged``)."""
+    _launch_log.debug(
+        "%s: launch %s on stream %d, groups %s", program.device.name, program.name, queue, groups
+    )
+
+
 def _out_of_range(error: struct.error) -> BackendError:
     return BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, f"kernel argument out of range: {error}")
 
@@ -200,8 +230,8 @@ class KernelProgram(CudaProgram):
             self.args.grid[:] = self.groups(())
         pack, names = self.args.packing()
         self.prepare = self.specialize(pack, names)
-        submit = self._specialize_submit(pack, names)
-        self.submit = self._steady(submit) or submit  # type: ignore[method-assign,assignment]
+        generated = self._specialize_submit(pack, names)
+        self.submit = self._native_submit(generated) or generated
 
     def _specialize_submit(
         self, pack: list[str], names: dict[str, object]
@@ -210,7 +240,7 @@ class KernelProgram(CudaProgram):
         ``names``), then the streams' scheduling (``Streams.inline``) around the
         ``cuLaunchKernel`` call, with every constant of the call bound in. It saves the half
         of zyx's time per launch that went to Python calls."""
-        streams, fast = self.device.streams, launcher()
+        streams, fast = self.device.streams, launch_function()
         bx, by, bz = self.local_size
         constants = f"{bx}, {by}, {bz}, {self.shared_bytes}, stream, {self.args.address}"
         launch = [
@@ -220,6 +250,8 @@ class KernelProgram(CudaProgram):
             "if result:",
             "    raise launch_error(result)",
         ]
+        if self.logged:
+            launch.append("log_launch(program, queue, (g0, g1, g2))")
         schedule, scheduling = streams.inline(
             self.arg_names(ParamKind.GLOBAL),
             self.arg_names(ParamKind.GLOBAL_MUT),
@@ -241,26 +273,29 @@ class KernelProgram(CudaProgram):
                 "launch_error": self._launch_error,
                 "current": current_context,
                 "context": self.device.context,
+                "log_launch": log_launch,
+                "program": self,
             },
             returns=False,
         )
         return cast("Callable[[Sequence[Arg]], None]", submit)
 
-    def _steady(
-        self, submit: Callable[[Sequence[Arg]], None]
+    def _native_submit(
+        self, generated: Callable[[Sequence[Arg]], None]
     ) -> Callable[[Sequence[Arg]], None] | None:
-        """``submit`` behind zyx-cuda's native ``Launcher``, which runs a launch in C when
-        it repeats the packed arguments on a stream without a cross-stream hazard, and
-        hands every other launch to ``submit``; ``None`` without the native module or
-        where it does not apply (no params, more than 64, or more than 32 buffers)."""
-        launcher_type = None if launcher() is None else steady()
+        """``generated`` behind zyx-cuda's native ``Launcher``, which runs a launch in C
+        when it repeats the packed arguments on a stream without a cross-stream hazard, and
+        hands every other launch to ``generated``; ``None`` without the native module, where
+        launches are logged, or where it does not apply (no params, more than 64, or more
+        than 32 buffers)."""
+        launcher = launcher_type()
         tracked = tracked_params(self.param_kinds)
-        if launcher_type is None or not self.param_kinds or tracked is None:
+        if launcher is None or self.logged or not self.param_kinds or tracked is None:
             return None
         reads, writes = tracked
         streams = self.device.streams
-        native = launcher_type(
-            submit, self.args.packed, self.args.grid, reads, writes, streams.tracker.load,
+        native = launcher(
+            generated, self.args.packed, self.args.grid, reads, writes, streams.tracker.load,
             streams.issued, streams.reached, streams.tracker.track, self._launch_error,
             self.device.pool, Buffer, Access,
             tuple(int(handle) for handle in streams.handles), int(self.device.context.handle),
@@ -272,6 +307,8 @@ class KernelProgram(CudaProgram):
         return cuda_error(ErrorStatus.KERNEL_LAUNCH, f"cuLaunchKernel({self.name})", result)
 
     def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
+        """Launch the argument block as the ``prepare(args)`` just before packed it (``args``
+        itself is not read)."""
         if 0 in groups:  # no work-group: nothing to run (the driver refuses a zero grid)
             return
         gx, gy, gz = groups
@@ -280,7 +317,7 @@ class KernelProgram(CudaProgram):
             self.function, gx, gy, gz, bx, by, bz, self.shared_bytes, stream, self.args.address, 0
         )
         if result:
-            raise cuda_error(ErrorStatus.KERNEL_LAUNCH, f"cuLaunchKernel({self.name})", result)
+            raise self._launch_error(result)
 
     def node_params(self, args: Sequence[Arg]) -> Any:
         """Kernel node parameters for ``args`` (the driver copies the argument values);
