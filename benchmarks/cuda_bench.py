@@ -23,6 +23,7 @@ IEEE f32 (NVRTC without ``--use_fast_math``; FMA contraction on, NVRTC's default
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -177,19 +178,25 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
         cases[implementation] = partial(per_launch, launch, sync, burst)
 
     program, args = device.compile(empty_kernel()), [buf]
-    native = "native Launcher" if zyx_cuda.native.steady() is not None else "no native module"
+    has_launcher = zyx_cuda.native.launcher_type() is not None
+    native = "native Launcher" if has_launcher else "no native module"
     record(
         f"zyx Device.launch ({native})", lambda: device.launch(program, args), device.synchronize
     )
     slower = {
         # Without the Launcher: the generated Python submit around the native launch call.
-        "zyx Device.launch (Python submit, native call)": "zyx_cuda.program.steady",
+        "zyx Device.launch (Python submit, native call)": ["zyx_cuda.program.launcher_type"],
         # The path taken where the native module cannot be built: cuda-python's binding.
-        "zyx Device.launch through cuda-python": "zyx_cuda.program.launcher",
+        "zyx Device.launch through cuda-python": [
+            "zyx_cuda.program.launcher_type",
+            "zyx_cuda.program.launch_function",
+        ],
     }
     programs = [program]
     for implementation, turned_off in slower.items():
-        with mock.patch(turned_off, lambda: None):
+        with contextlib.ExitStack() as patches:
+            for name in turned_off:
+                patches.enter_context(mock.patch(name, lambda: None))
             programs.append(device.compile(empty_kernel()))
         record(implementation, partial(device.launch, programs[-1], args), device.synchronize)
 

@@ -83,9 +83,9 @@ def cuda(launches: int, repeats: int) -> dict[str, float]:
     from cuda.bindings import driver
 
     from zyx_cuda.device import CudaDevice
-    from zyx_cuda.native import launcher
+    from zyx_cuda.native import launch_function
 
-    fast = launcher()
+    fast = launch_function()
 
     def stub() -> None:  # the stand-in through the same call zyx makes
         if fast is not None:
