@@ -108,18 +108,18 @@ def opencl(launches: int, repeats: int, platform: str) -> dict[str, float]:
     from opencl_bench import pick
     from stub_driver import stand_ins
 
-    from zyx_opencl.native import entry_point, native, native_enqueue
+    from zyx_opencl.native import enqueue_function, entry_point, native
 
     device = pick(platform, 0)
     module = native()
-    if native_enqueue() is not None and module is not None:  # the native enqueue, stubbed
+    if enqueue_function() is not None and module is not None:  # the native enqueue, stubbed
 
         def stub(*args: Any) -> int:
             return 0
 
         # The Enqueuer's clEnqueueNDRangeKernel: a C function that returns CL_SUCCESS.
         module.bind(stand_ins().address(b"success"), entry_point("clSetKernelArg"))
-        with mock.patch("zyx_opencl.program.native_enqueue", lambda: stub):
+        with mock.patch("zyx_opencl.program.enqueue_function", lambda: stub):
             add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())
         return measure(
             launch_cases(device, add, empty, lambda: stub(1, 1, 1, 1, 1, 1, 1, 1, None)),

@@ -15,7 +15,7 @@ from zyx.errors import BackendError, ConfigError
 from zyx.ir import Kernel, KernelBuilder, ParamKind
 from zyx_opencl.config import MAX_QUEUES, OpenCLSection
 from zyx_opencl.device import OpenCLDevice, open_devices
-from zyx_opencl.native import native_enqueue
+from zyx_opencl.native import enqueue_function
 
 pytestmark = pytest.mark.opencl
 
@@ -93,7 +93,7 @@ def test_the_most_queues_never_exceed_the_native_wait_list() -> None:
     section = OpenCLSection(queues=MAX_QUEUES, window=1000, gate=True)
     device = open_devices(section)[0]
     np.testing.assert_array_equal(hazards_on_every_queue(device), 2)
-    if native_enqueue() is None:
+    if enqueue_function() is None:
         pytest.skip("no native enqueue (no C compiler or ZYX_NATIVE=0): nothing limits waits")
     # One queue more, unvalidated, exceeds the native wait list: the bound is the limit.
     beyond = OpenCLSection.model_construct(**{**dict(section), "queues": MAX_QUEUES + 1})

@@ -194,7 +194,7 @@ def test_fuzz_eight_queues_match_one_queue_and_numpy(
         steps, OnDevice(open_all(queues=8, gate=not device.scheduler.gated)[index], initial)
     )
     with monkeypatch.context() as patch:
-        patch.setattr("zyx_opencl.program.native_enqueue", lambda: None)
+        patch.setattr("zyx_opencl.program.enqueue_function", lambda: None)
         patch.setattr("zyx_opencl.scheduler.enqueuer_type", lambda: None)
         through_pyopencl = replay(steps, OnDevice(open_all(queues=8)[index], initial))
     with caplog.at_level(logging.DEBUG, logger="zyx.launch"):

@@ -1,6 +1,6 @@
 """zyx-opencl's native enqueue (``native.c``, built by ``zyx.native``), or ``None``.
 
-``enqueue`` (``native_enqueue()``) calls ``clEnqueueNDRangeKernel`` with plain ints and no
+``enqueue`` (``enqueue_function()``) calls ``clEnqueueNDRangeKernel`` with plain ints and no
 event out; pyopencl's binding always creates one (about 1.8 µs of host time per launch on
 NVIDIA's OpenCL, 0.3-0.8 on PoCL). ``Enqueuer`` (``enqueuer_type()``) runs a program's
 submit and enqueue in C where a launch repeats the shape of an earlier one, and
@@ -33,7 +33,7 @@ _log = logging.getLogger("zyx.compile")
 
 
 @cache
-def native_enqueue() -> Callable[..., int] | None:
+def enqueue_function() -> Callable[..., int] | None:
     """The module's ``enqueue`` function (one ``clEnqueueNDRangeKernel``), or ``None``."""
     module = native()
     return None if module is None else cast("Callable[..., int]", module.enqueue)

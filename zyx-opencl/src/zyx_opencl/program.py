@@ -12,7 +12,7 @@ functions take the rest.
 Where a kernel is enqueued:
 
 - ``OpenCLProgram._specialize_enqueue``: the generated ``enqueue``, through native.c's
-  ``enqueue`` (``native_enqueue()``), else pyopencl's ``enqueue_nd_range_kernel``;
+  ``enqueue`` (``enqueue_function()``), else pyopencl's ``enqueue_nd_range_kernel``;
 - native.c ``enqueue_and_commit``: the steady state of the native ``Enqueuer.enqueue``;
 - ``Scheduler.time``: ``launch_timed``'s one launch, through pyopencl on a profiling queue.
 
@@ -33,7 +33,7 @@ from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError
 from zyx.ir import Kernel, ParamKind
 from zyx_opencl.errors import enqueue_failure
-from zyx_opencl.native import native_enqueue
+from zyx_opencl.native import enqueue_function
 from zyx_opencl.scheduler import Work
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class OpenCLProgram(Program):
         through zyx-opencl's native module where it is built, else through pyopencl (its
         event dropped)."""
         count = len(self.param_kinds)
-        scheduler, enqueue_kernel = self.device.scheduler, native_enqueue()
+        scheduler, enqueue_kernel = self.device.scheduler, enqueue_function()
         lx, ly, lz = self.local_size
         if enqueue_kernel is not None:
             enqueue = [
