@@ -16,7 +16,7 @@ step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
   tail -n 3 "$logs/$name.log"; echo "== $name: exit $status, $((SECONDS - start)) s"; }
 nvidia=$(python3 -c "import pyopencl as cl; print(next(i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name))")
 step devices 60 python3 -m zyx devices
-step native 120 python3 -c "import logging; logging.basicConfig(level=logging.DEBUG); from zyx_cuda.native import launcher; print('native launch:', launcher())"
+step native 120 python3 -c "import logging; logging.basicConfig(level=logging.DEBUG); from zyx_cuda.native import launch_function; print('native launch:', launch_function())"
 step doctor 60 python3 -m zyx doctor --explain
 step cuda-tests 150 python3 -m pytest tests/cuda -q -rs -p no:cacheprovider
 step cuda-conformance 120 python3 -m pytest --pyargs zyx.testing --zyx-backend cuda -q -p no:cacheprovider
