@@ -217,6 +217,11 @@ class Program:
         self.name = kernel.name
         self.param_kinds: tuple[ParamKind, ...] = tuple(p.kind for p in kernel.params)
         self.param_dtypes: tuple[DType, ...] = tuple(p.dtype for p in kernel.params)
+        kinds = self.param_kinds
+        self.buffer_positions = tuple(i for i, k in enumerate(kinds) if k is not ParamKind.VARIABLE)
+        """The positions of the buffer params (``Global``, ``GlobalMut``) among all."""
+        self.scalar_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.VARIABLE)
+        """The positions of the ``Variable`` params among all."""
         self.local_size: tuple[int, int, int] = kernel.local_size
         self.global_size: tuple[Dim, Dim, Dim] = kernel.global_size
         self.symbolic = any(isinstance(d, SymDim) for d in self.global_size)

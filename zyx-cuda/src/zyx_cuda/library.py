@@ -24,7 +24,7 @@ from cuda.bindings import driver
 
 from zyx.backend import Arg, Buffer, Scalar
 from zyx.errors import ErrorStatus
-from zyx.ir.ops import Kernel, Param, ParamKind
+from zyx.ir.ops import Kernel, Param
 from zyx_cuda.errors import check
 from zyx_cuda.program import CudaProgram
 
@@ -45,12 +45,6 @@ class LibraryProgram(CudaProgram):
     ) -> None:
         super().__init__(device, Kernel(name, tuple(params)))
         self.call = call
-        self.buffer_positions = tuple(
-            i for i, kind in enumerate(self.param_kinds) if kind is not ParamKind.VARIABLE
-        )
-        self.scalar_positions = tuple(
-            i for i, kind in enumerate(self.param_kinds) if kind is ParamKind.VARIABLE
-        )
         self._capture_stream: Any = None
 
     def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:

@@ -57,9 +57,6 @@ class OpenCLProgram(Program):
         super().__init__(device, kernel)
         self.kernel = cl_kernel
         """Deleted by ``OpenCLDevice.release``."""
-        kinds = self.param_kinds
-        self.buffer_positions = tuple(i for i, k in enumerate(kinds) if k is not ParamKind.VARIABLE)
-        self.scalar_positions = tuple(i for i, k in enumerate(kinds) if k is ParamKind.VARIABLE)
         self._halves = tuple(
             (i, dtype)
             for i in self.scalar_positions
@@ -71,7 +68,7 @@ class OpenCLProgram(Program):
         # pyopencl packs scalars by these dtypes in one call (set_arg one by one costs µs).
         cl_kernel.set_scalar_arg_dtypes([
             None if kind is not ParamKind.VARIABLE else _SCALAR_DTYPES.get(dtype, dtype.numpy)
-            for kind, dtype in zip(kinds, self.param_dtypes)
+            for kind, dtype in zip(self.param_kinds, self.param_dtypes)
         ])  # fmt: skip
         self.bound: tuple[Arg, ...] | None = None
         """The arguments the kernel holds, as set by the last ``bind``."""

@@ -136,7 +136,6 @@ class CompiledProgram(HostProgram):
         count = len(kernel.params)
         self._argv = (ctypes.c_void_p * count)()
         self._bound: list[object] = [None] * count
-        self._buffers = [i for i, k in enumerate(self.param_kinds) if k is not ParamKind.VARIABLE]
         self._scalars: list[tuple[int, ctypes._SimpleCData[Any], DType | None]] = []
         """Per ``Variable``: its position, its C value, and the dtype it is rounded to
         first where the C value is wider (f16 and bf16 travel as float)."""
@@ -151,7 +150,7 @@ class CompiledProgram(HostProgram):
         if self._function is None:
             raise BackendError(ErrorStatus.KERNEL_LAUNCH, f"{self.name} was released")
         argv, bound = self._argv, self._bound
-        for i in self._buffers:
+        for i in self.buffer_positions:
             buf = args[i]
             # `bound` holds the Buffer itself, so an identical one is the same live buffer
             # (check_args refused dead ones) whose memory has not moved.
