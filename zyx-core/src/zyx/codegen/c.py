@@ -86,22 +86,14 @@ def sanitize(name: str) -> str:
     return ident + "_" if ident in _RESERVED else ident
 
 
-def guarded_division(op: BOp, a: str, b: str, dtype: DType) -> str:
-    """Integer (or bool) ``/`` or ``%`` with the IR's semantics: 0 for a zero divisor, and
-    MIN / -1 wraps, where C is undefined (x86 traps with SIGFPE, which kills the process)."""
-    if op is BOp.MOD:
-        zero = f"{b} == 0 || {b} == -1" if dtype.is_signed else f"{b} == 0"
-        return f"(({zero}) ? 0 : {a} % {b})"
-    if dtype.is_signed:
-        return f"({b} == 0 ? 0 : {b} == -1 ? -{a} : {a} / {b})"
-    return f"({b} == 0 ? 0 : {a} / {b})"
-
-
 _BINARY_INFIX = {
     BOp.ADD: "+", BOp.SUB: "-", BOp.MUL: "*", BOp.DIV: "/", BOp.CMPLT: "<", BOp.CMPGT: ">",
     BOp.CMPGE: ">=", BOp.OR: "||", BOp.AND: "&&", BOp.BITXOR: "^", BOp.BITOR: "|",
     BOp.BITAND: "&", BOp.SHL: "<<", BOp.SHR: ">>", BOp.NOTEQ: "!=", BOp.EQ: "==",
 }  # fmt: skip
+
+_WRAPPING = frozenset({BOp.ADD, BOp.SUB, BOp.MUL, BOp.SHL})
+"""The integer ops that may leave their type's range: they wrap in the IR."""
 
 _FLOAT_FUNCTIONS = {
     UOp.EXP: "exp", UOp.EXP2: "exp2", UOp.LN: "log", UOp.LOG2: "log2", UOp.SQRT: "sqrt",
@@ -210,13 +202,13 @@ class CDialect:
 
     def unary(self, op: UOp, x: str, dtype: DType) -> str:
         if op is UOp.NEG:
-            return f"(-{x})"
+            return f"(-{x})" if dtype.is_float else self.negate(x, dtype)
         if op is UOp.BITNOT:
             return f"(!{x})" if dtype is DType.BOOL else f"(~{x})"
         if op is UOp.RECIPROCAL:
             return f"(1.0{'' if dtype is DType.F64 else 'f'} / {x})"
         if op is UOp.ABS and not dtype.is_float:
-            return f"({x} < 0 ? -{x} : {x})"
+            return f"({x} < 0 ? {self.negate(x, dtype)} : {x})"
         return f"{self.function(_FLOAT_FUNCTIONS[op], dtype)}({x})"
 
     def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
@@ -227,12 +219,38 @@ class CDialect:
         if op is BOp.POW:
             return f"{self.function('pow', dtype)}({a}, {b})"
         if op in (BOp.DIV, BOp.MOD) and not dtype.is_float:  # bools divide as ints in C
-            return guarded_division(op, a, b, dtype)
+            return self.guarded_division(op, a, b, dtype)
         if op is BOp.MOD and dtype.is_float:
             return f"{self.function('fmod', dtype)}({a}, {b})"
         if op is BOp.MOD:
             return f"({a} % {b})"
-        return f"({a} {_BINARY_INFIX[op]} {b})"
+        if op in _WRAPPING and dtype.is_int and dtype not in (DType.U32, DType.U64):
+            # In the unsigned type, where C defines the wrap: signed overflow is undefined,
+            # and so is a u16 or u8 product or shift past int, to which they promote.
+            unsigned = self.value_type(DType.U64 if dtype.itemsize == 8 else DType.U32)
+            left = f"({unsigned}){a}"
+            right = b if op is BOp.SHL else f"({unsigned}){b}"
+            return f"(({self.value_type(dtype)})({left} {_BINARY_INFIX[op]} {right}))"
+        value = f"({a} {_BINARY_INFIX[op]} {b})"
+        if dtype is DType.BOOL and op in _WRAPPING | {BOp.MAX, BOp.SHR}:
+            return f"({value} != 0)"  # computed in int, as C does; a bool is its nonzero-ness
+        return value
+
+    def negate(self, x: str, dtype: DType) -> str:
+        """``-x`` of a signed integer, wrapping (``-MIN`` is ``MIN``) where C is undefined."""
+        unsigned = self.value_type(DType.U64 if dtype.itemsize == 8 else DType.U32)
+        return f"(({self.value_type(dtype)})(({unsigned})0 - ({unsigned}){x}))"
+
+    def guarded_division(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+        """Integer (or bool) ``/`` or ``%`` with the IR's semantics: 0 for a zero divisor, and
+        MIN / -1 wraps, where C is undefined (x86 traps with SIGFPE, which kills the
+        process)."""
+        if op is BOp.MOD:
+            zero = f"{b} == 0 || {b} == -1" if dtype.is_signed else f"{b} == 0"
+            return f"(({zero}) ? 0 : {a} % {b})"
+        if dtype.is_signed:
+            return f"({b} == 0 ? 0 : {b} == -1 ? {self.negate(a, dtype)} : {a} / {b})"
+        return f"({b} == 0 ? 0 : {a} / {b})"
 
     def function(self, name: str, dtype: DType) -> str:
         """A math function's name for ``dtype`` (``expf`` vs ``exp`` where the language needs)."""

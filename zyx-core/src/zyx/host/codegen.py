@@ -23,7 +23,7 @@ import math
 
 from zyx.codegen.c import CDialect, Source, sanitize
 from zyx.dtypes import DType
-from zyx.host.phases import GroupLoop, Hoisted, Phase, Schedule, Step, schedule
+from zyx.host.phases import GroupLoop, Guard, Hoisted, Phase, Schedule, Step, schedule
 from zyx.ir.ops import (
     BOp,
     Define,
@@ -293,14 +293,41 @@ class HostDialect(CDialect):
                 self.phase(kernel, step, out)
 
     def phase(self, kernel: Kernel, phase: Phase, out: _Lines) -> None:
-        """One loop over the group's work-items running ``phase``'s ops."""
+        """``phase``'s ops in loops over the group's work-items; with a bounds check
+        ``l0 + offset < limit`` (``Guard``), items of axis 0 stop at ``limit - offset``."""
+        guard = phase.guard
+        if guard is None:
+            self.items(kernel, phase, out)
+            return
+        end, limit = f"end{guard.ref}", self.expr(kernel, guard.limit)
+        if guard.offset is None:
+            out.add(f"int64_t {end} = {limit};")
+            self.items(kernel, phase, out, (end, guard))
+            return
+        # The bound is exact unless l0 + offset or limit - offset wraps for some item:
+        # then the If stays, and each item's own wrapped sum decides.
+        offset, items = self.expr(kernel, guard.offset), kernel.local_size[0]
+        out.add(
+            f"if ({offset} <= INT64_MAX - {items - 1} && ({offset} >= 0 ? "
+            f"{limit} >= INT64_MIN + {offset} : {limit} <= INT64_MAX + {offset})) {{",
+            +1,
+        )
+        out.add(f"int64_t {end} = {limit} - {offset};")
+        self.items(kernel, phase, out, (end, guard))
+        out.add("", -1)
+        out.add("} else {", +1)
+        self.items(kernel, phase, out)
+        out.add("}", -1)
+
+    def items(
+        self, kernel: Kernel, phase: Phase, out: _Lines, bound: tuple[str, Guard] | None = None
+    ) -> None:
+        """The loops over the group's work-items running ``phase``'s ops; with a ``bound``
+        ``(end, guard)``, axis 0 stops at the variable ``end`` and ``guard``'s ``If`` goes."""
         bounds = [str(size) for size in kernel.local_size]
-        guard, dropped = phase.guard, (-1, -1)
-        if guard is not None:
-            # Items past the bounds check skip the whole phase: stop the loop there.
-            end = f"end{guard.ref}"
-            start = f" - {self.expr(kernel, guard.offset)}" if guard.offset is not None else ""
-            out.add(f"int64_t {end} = {self.expr(kernel, guard.limit)}{start};")
+        dropped = (-1, -1)
+        if bound is not None:
+            end, guard = bound
             out.add(f"if ({end} > {bounds[0]}) {end} = {bounds[0]};")
             bounds[0], dropped = end, (guard.ref, phase.stop - 1)  # the If and its EndIf
         for axis in reversed(self._local_axes):

@@ -41,6 +41,7 @@ STORAGE = DTypeCapability.STORAGE
 _FLOAT_ONLY_UNARY = frozenset(UOp) - {UOp.NEG, UOp.BITNOT, UOp.ABS}
 _BOOL_BINARY = (
     BOp.OR, BOp.AND, BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.NOTEQ, BOp.EQ, BOp.DIV, BOp.MOD,
+    BOp.ADD, BOp.SUB, BOp.MUL, BOp.MAX, BOp.SHL, BOp.SHR, BOp.CMPLT, BOp.CMPGT, BOp.CMPGE,
 )  # fmt: skip
 _NUMERIC_BINARY = (
     BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.MAX,
@@ -104,8 +105,9 @@ def unary_ops(dtype: DType) -> tuple[UOp, ...]:
 
 
 def binary_ops(dtype: DType) -> tuple[BOp, ...]:
-    """The binary ops defined on ``dtype`` (logical ``or``/``and`` only on bools; bools
-    divide as integers, ``x / 0`` and ``x % 0`` giving 0, where C is undefined)."""
+    """The binary ops defined on ``dtype`` (logical ``or``/``and`` only on bools). Bools
+    compute as integers, as in C, and a bool result is their nonzero-ness: ``true + true``
+    is true, ``x / 0`` and ``x % 0`` are 0 (where C is undefined)."""
     if dtype is DType.BOOL:
         return _BOOL_BINARY
     if dtype.is_float:
@@ -204,6 +206,64 @@ def division_edges(op: BOp, dtype: DType) -> Elementwise:
         sample=sample,
         needs=((dtype, ARITHMETIC),),
     )
+
+
+WRAPPING_BINARY = (BOp.ADD, BOp.SUB, BOp.MUL, BOp.SHL)
+WRAPPING_UNARY = (UOp.NEG, UOp.ABS)
+"""The integer ops that may leave their type's range, where the IR wraps: C leaves it
+undefined for signed types (and for the u8 and u16 products and shifts it computes in int),
+and compilers optimize on that."""
+
+
+def wrapping(op: UOp | BOp, dtype: DType) -> Elementwise:
+    """``r + (test ? 1 : 0)``, where ``r`` is integer ``op`` on operands from ``dtype``'s
+    whole range (shift counts within its width), a quarter of them at its ends, so that
+    many results wrap (``MAX + 1`` is ``MIN``, ``-MIN`` and ``abs(MIN)`` are ``MIN``), and
+    ``test`` is what a compiler folds if it assumes no overflow: ``a + b < a`` to ``b < 0``,
+    ``a - b > a`` to ``b < 0``, ``(a << b) >> b == a`` to true, ``-a > 0`` to ``a < 0``,
+    ``abs(a) >= 0`` to true (none for ``*``)."""
+    info = np.iinfo(dtype.numpy)
+    ends = np.array([info.min, info.max, info.min + 1, info.max - 1], dtype.numpy)
+
+    def operand(rng: np.random.Generator, n: int) -> Array:
+        x = random(rng, dtype, n)
+        at_end = rng.random(n) < 0.25
+        x[at_end] = rng.choice(ends, int(at_end.sum()))
+        return x
+
+    def sample(rng: np.random.Generator, n: int) -> list[Array]:
+        if isinstance(op, UOp):
+            return [operand(rng, n)]
+        if op is BOp.SHL:
+            counts = rng.integers(0, dtype.itemsize * 8, n).astype(dtype.numpy)
+            return [operand(rng, n), counts]
+        return [operand(rng, n), operand(rng, n)]
+
+    def compute(*operands: Value) -> Value:
+        a, b = operands[0], operands[-1]  # b is a again for a unary op
+        r = a.builder.unary(op, a) if isinstance(op, UOp) else a.builder.binary(op, a, b)
+        return r + _FOLDED[op](r, a, b).cast(dtype)
+
+    inputs = (dtype,) if isinstance(op, UOp) else (dtype, dtype)
+    return Elementwise(
+        name=f"{op.value}_wraps_{dtype}",
+        inputs=inputs,
+        output=dtype,
+        compute=compute,
+        sample=sample,
+        needs=((dtype, ARITHMETIC),),
+    )
+
+
+_FOLDED: dict[UOp | BOp, Callable[..., Value]] = {
+    BOp.ADD: lambda r, a, b: r < a,
+    BOp.SUB: lambda r, a, b: r > a,
+    BOp.MUL: lambda r, a, b: r.builder.const(False, DType.BOOL),
+    BOp.SHL: lambda r, a, b: (r >> b).eq(a),
+    UOp.NEG: lambda r, a, b: r > 0,
+    UOp.ABS: lambda r, a, b: r >= 0,
+}
+"""Per op, a test of its result that a compiler assuming no overflow folds away."""
 
 
 def cast(src: DType, dst: DType) -> Elementwise:

@@ -1,5 +1,6 @@
-"""Numbers: all 13 unary and 19 binary ops on every dtype they are defined for, and the
-sample kernels of :mod:`zyx.ir.examples`, against the interpreter in float64.
+"""Numbers: all 13 unary and 19 binary ops on every dtype they are defined for, integer
+overflow (which wraps) and bounds checks at the ends of i64, and the sample kernels of
+:mod:`zyx.ir.examples`, against the interpreter in float64.
 
 An op is tested on a dtype when the device claims what it needs (MATH for the float-only
 ops and ``pow``, ARITHMETIC for the rest); all ops of one dtype share one kernel.
@@ -13,11 +14,21 @@ import pytest
 from zyx.backend import Device
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import IRError
-from zyx.ir import BOp, ParamKind, UOp, check_limits
+from zyx.ir import INDEX, BOp, KernelBuilder, ParamKind, UOp, check_limits
 from zyx.ir.examples import Example, examples
 from zyx.testing._suite import Batches
-from zyx.testing.harness import reference, run
-from zyx.testing.kernels import Elementwise, binary, binary_ops, division_edges, unary, unary_ops
+from zyx.testing.harness import HostArg, reference, run
+from zyx.testing.kernels import (
+    WRAPPING_BINARY,
+    WRAPPING_UNARY,
+    Elementwise,
+    binary,
+    binary_ops,
+    division_edges,
+    unary,
+    unary_ops,
+    wrapping,
+)
 from zyx.testing.numerics import assert_close
 
 pytestmark = pytest.mark.zyx_area("numerics")
@@ -54,6 +65,44 @@ def test_integer_division_edges(batches: Batches, op: BOp, dtype: DType) -> None
     """A zero divisor gives 0 and MIN / -1 wraps: the IR defines what C leaves undefined."""
     parts = [division_edges(o, d) for d in INTEGERS for o in (BOp.DIV, BOp.MOD)]
     batches.outcome("division_edges", parts, division_edges(op, dtype)).check()
+
+
+WRAPS: list[tuple[UOp | BOp, DType]] = [
+    *((op, d) for d in INTEGERS for op in WRAPPING_BINARY),
+    *((op, d) for d in INTEGERS if d.is_signed for op in WRAPPING_UNARY),
+]
+
+
+@pytest.mark.parametrize("op, dtype", WRAPS, ids=lambda x: str(x.value))
+def test_integer_overflow_wraps(batches: Batches, op: UOp | BOp, dtype: DType) -> None:
+    """``MAX + 1`` is ``MIN``, and so on: the IR wraps where signed overflow is undefined
+    in C, and a compiler that assumes it away (``x + 1 > x``) gives other numbers."""
+    parts = [wrapping(o, d) for o, d in WRAPS if d is dtype]
+    batches.outcome(f"wraps_{dtype}", parts, wrapping(op, dtype)).check()
+
+
+BOUNDS_CHECKS = [(3, 40), (-5, 3), (1 << 62, -(1 << 62)), (-(2**63), 1), (2**63 - 1, -5),
+                 (2**63 - 10, 2**63 - 1), (-(2**63) + 5, -(2**63) + 20)]  # fmt: skip
+"""``(offset, limit)`` of ``l + offset < limit``: in range, and where ``l + offset`` or
+``limit - offset`` wraps."""
+
+
+@pytest.mark.parametrize("offset, limit", BOUNDS_CHECKS, ids=str)
+def test_bounds_check_with_offsets_at_the_ends_of_i64(
+    device: Device, local: int, offset: int, limit: int
+) -> None:
+    """``if (l + offset < limit) out[l] = 1``, the bounds check of elementwise kernels, with
+    i64 ``Variable``s: each work-item's own wrapped sum decides, not a bound derived from
+    ``limit - offset``."""
+    kb = KernelBuilder("bounds_check")
+    out = kb.param(DType.I32, ParamKind.GLOBAL_MUT)
+    at, end = kb.variable(INDEX, "offset"), kb.variable(INDEX, "limit")
+    item = kb.local(0, local)
+    with kb.if_(item + at < end):
+        out[item] = kb.const(1, DType.I32)
+    kernel = kb.build()
+    args: list[HostArg] = [np.zeros(local, np.int32), offset, limit]
+    assert_close(run(device, kernel, args)[0], reference(kernel, args)[0], DType.I32, "out")
 
 
 @pytest.mark.parametrize("example", examples(), ids=lambda e: e.name)
