@@ -98,6 +98,8 @@ class OpenCLDialect(CDialect):
         function = "get_group_id" if op.scope is Scope.GROUP else "get_local_id"
         return f"(long){function}({op.axis})"
 
+    locals_at_top = True
+
     def local_decl(self, dtype: DType, name: str, length: int) -> str:
         if dtype is DType.F16:
             # No half arrays without cl_khr_fp16: ushort storage seen through a half pointer.

@@ -146,6 +146,14 @@ class CDialect:
         """Declaration of work-group local memory."""
         raise NotImplementedError
 
+    locals_at_top = False
+    """Declare local memory at the top of the kernel, wherever its ``Define`` is (OpenCL C
+    allows it nowhere else; local memory lives for the whole group anyway)."""
+
+    def hoisted(self, op: Op) -> bool:
+        """Whether ``op`` is rendered at the top of the kernel instead of in place."""
+        return self.locals_at_top and isinstance(op, Define) and op.storage is Storage.LOCAL
+
     def barrier(self) -> str:
         raise NotImplementedError
 
@@ -271,11 +279,13 @@ class CDialect:
             for p, r in zip(kernel.params, kernel.param_refs)
         ]
         lines = [self.signature(kernel, name, params) + " {"]
+        hoisted = [ref for ref, op in enumerate(kernel.ops) if self.hoisted(op)]
+        lines += [self.indent + self.render_op(kernel, ref) for ref in hoisted]
         depth = 1
         for ref, op in enumerate(kernel.ops):
             if isinstance(op, (EndLoop, EndIf)):
                 depth -= 1
-            stmt = self.render_op(kernel, ref)
+            stmt = "" if self.hoisted(op) else self.render_op(kernel, ref)
             if stmt:
                 lines.append(self.indent * depth + stmt)
             if isinstance(op, (Loop, If)):

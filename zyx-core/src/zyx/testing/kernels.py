@@ -572,3 +572,29 @@ def reverse_in_local_memory(length: int, local: int = LOCAL) -> Kernel:
         with kb.if_(k < length):
             out[k] = scratch[kb.const(length - 1, INDEX) - k]
     return kb.build()
+
+
+def local_memory_in_scopes(blocks: int, local: int = LOCAL) -> Kernel:
+    """Block ``j`` of ``x`` reversed into ``out`` through local memory declared inside the
+    loop over blocks, then the first block copied through local memory declared inside an
+    ``If``: a ``Define`` in a scope is local memory all the same (OpenCL C declares it only
+    at the kernel's top).
+
+    Params: ``x`` (Global f32, ``blocks * local``), ``out`` (GlobalMut f32, ``(blocks + 1)
+    * local``). One group of ``local`` work-items.
+    """
+    kb = KernelBuilder("local_memory_in_scopes")
+    x, out = kb.param(DType.F32), kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    item = kb.local(0, local)
+    last = kb.const(local - 1, INDEX)
+    with kb.loop(blocks) as j:
+        tile = kb.define(DType.F32, local, Storage.LOCAL)
+        tile[item] = x[j * local + item]
+        kb.barrier()
+        out[j * local + item] = tile[last - item]
+        kb.barrier()
+    with kb.if_(item < local):
+        again = kb.define(DType.F32, local, Storage.LOCAL)
+        again[item] = x[item]
+        out[kb.const(blocks * local, INDEX) + item] = again[item]
+    return kb.build()

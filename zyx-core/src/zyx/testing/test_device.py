@@ -24,6 +24,7 @@ from zyx.testing.kernels import (
     elementwise,
     grid3d,
     group_sum,
+    local_memory_in_scopes,
     local_threads,
     positive_prefix_sums,
     reverse_in_local_memory,
@@ -302,6 +303,21 @@ def test_local_memory_up_to_the_limit(
     kernel = reverse_in_local_memory(length, local)
     got = run(device, kernel, [x, poisoned(DType.F32, length + local)])
     assert_prefix(got[1], x[::-1], DType.F32, length, f"{length * 4} bytes reversed")
+
+
+def test_local_memory_declared_in_a_loop_and_an_if(
+    device: Device, local: int, rng: np.random.Generator, require: Require
+) -> None:
+    """Local memory whose ``Define`` is inside a loop or an ``If`` works like any other."""
+    require(DType.F32, ARITHMETIC)
+    blocks = 3
+    kernel = local_memory_in_scopes(blocks, local)
+    if not _fits(device, kernel):
+        pytest.skip(f"{device.name}: two arrays of {local} f32 exceed its local memory")
+    x = random(rng, DType.F32, blocks * local)
+    got = run(device, kernel, [x, poisoned(DType.F32, (blocks + 1) * local)])[1]
+    want = np.concatenate([x.reshape(blocks, local)[:, ::-1].ravel(), x[:local]])
+    assert_close(got, want.astype(np.float64), DType.F32, "reversed blocks")
 
 
 def _fits(device: Device, kernel: Kernel) -> bool:
