@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything the lent H200 proves, in one call (carry .whl): zyx-cuda's and zyx-opencl's
-# tests, the conformance suite on cuda, NVIDIA OpenCL and host, `zyx check` on every
-# device, both benchmarks, and NVIDIA OpenCL's launch schedules in a C loop. Run from the
+# tests, the conformance suite on cuda, NVIDIA OpenCL and host (and through `zyx conformance`),
+# `zyx check` on every device, the ulp margins of single ops, both benchmarks, and NVIDIA OpenCL's launch schedules in a C loop. Run from the
 # repository root on the device machine.
 # Logs go into $OUT/gpu-logs.tar.gz, benchmark results to $OUT/*_bench.{md,json}.
 # ONLY=cuda skips the OpenCL steps.
@@ -25,6 +25,10 @@ step cuda-conformance 120 python3 -m pytest --pyargs zyx.testing --zyx-backend c
   python3 -m pytest --pyargs zyx.testing --zyx-backend opencl -q -p no:cacheprovider
 step host-conformance 120 python3 -m pytest --pyargs zyx.testing --zyx-backend host -q -p no:cacheprovider
 step check 120 python3 -m zyx check
+step cuda-cli 150 python3 -m zyx conformance cuda
+step cuda-ulps 120 python3 benchmarks/ulp_margins.py cuda
+[ "$ONLY" = cuda ] || ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" step opencl-ulps 120 \
+  python3 benchmarks/ulp_margins.py opencl
 step cuda-bench 150 python3 benchmarks/cuda_bench.py
 [ "$ONLY" = cuda ] || step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
 [ "$ONLY" = cuda ] || step opencl-c-loop 120 python3 benchmarks/opencl_c_loop.py --platform NVIDIA --repeats 9
