@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything the lent H200 proves, in one call (carry .whl): zyx-cuda's and zyx-opencl's
 # tests, the conformance suite on cuda, NVIDIA OpenCL and host (and through `zyx conformance`),
-# `zyx check` on every device, the ulp margins of single ops, both benchmarks, and NVIDIA OpenCL's launch schedules in a C loop. Run from the
-# repository root on the device machine.
+# `zyx check` on every device, the ulp margins of single ops, both benchmarks, and NVIDIA
+# OpenCL's launch schedules in a C loop. Run from the repository root on the device machine.
 # Logs go into $OUT/gpu-logs.tar.gz, benchmark results to $OUT/*_bench.{md,json}.
 # ONLY=cuda skips the OpenCL steps.
 # A warm machine may hold zyx packages an earlier run installed; pip --target keeps them.
