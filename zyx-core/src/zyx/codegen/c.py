@@ -247,7 +247,15 @@ class CDialect:
     def negate(self, x: str, dtype: DType) -> str:
         """``-x`` of a signed integer, wrapping (``-MIN`` is ``MIN``) where C is undefined."""
         unsigned = self.value_type(DType.U64 if dtype.itemsize == 8 else DType.U32)
-        return f"(({self.value_type(dtype)})(({unsigned})0 - ({unsigned}){x}))"
+        negated = f"(({unsigned})0 - ({unsigned}){x})"
+        if dtype.itemsize < 4:
+            # Sign-extended by shifts in int: NVIDIA's compiler (CUDA 13.0's, for NVRTC and
+            # its OpenCL alike) folds a 16-bit -x > 0 to x < 0, wrong for MIN, however the
+            # negation is written but this way (BENCHMARKS.md, 2026-12-01).
+            shift = 32 - 8 * dtype.itemsize
+            int32 = self.value_type(DType.I32)
+            return f"(({self.value_type(dtype)})((({int32})({negated} << {shift})) >> {shift}))"
+        return f"(({self.value_type(dtype)}){negated})"
 
     def guarded_division(self, op: BOp, a: str, b: str, dtype: DType) -> str:
         """Integer (or bool) ``/`` or ``%`` with the IR's semantics: 0 for a zero divisor, and
