@@ -41,7 +41,8 @@ def main() -> None:
         kernel((1,), (len(xs),), (cp.asarray(xs), out))
         got = out.get()
         want = ((-(xs.astype(np.int64))).astype(dtype) > 0).astype(np.int32)
-        verdict = "ok" if np.array_equal(got, want) else f"WRONG {got.tolist()}, want {want.tolist()}"
+        wrong = f"WRONG {got.tolist()}, want {want.tolist()}"
+        verdict = "ok" if np.array_equal(got, want) else wrong
         print(f"{name:36} {verdict}")
 
 
