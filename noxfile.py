@@ -1,8 +1,9 @@
-"""Development sessions: one per backend, plus lint, typecheck and demo.
+"""Development sessions: one per backend, plus lint, typecheck, fuzz and demo.
 
 ``nox`` runs the sessions CI runs (core, opencl, cuda, example, lint, typecheck);
-``nox -s cudnn`` or ``nox -s demo`` run the others. Each session installs only the
-distributions it tests, so a test that imports a backend it did not install fails loudly.
+``nox -s cudnn``, ``nox -s fuzz`` or ``nox -s demo`` run the others. Each session installs
+only the distributions it tests, so a test that imports a backend it did not install fails
+loudly.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def core(session: nox.Session) -> None:
     """zyx-core alone: its tests, and the conformance suite on the host backend."""
     # uv: the plugin tests install test plugins into a throwaway venv with it.
     session.install(CORE, "uv")
-    session.run("pytest", "tests/core", "tests/conformance", *session.posargs)
+    session.run("pytest", "tests/core", "tests/conformance", "tests/fuzz", *session.posargs)
     conformance(session, "host")
 
 
@@ -39,7 +40,22 @@ def opencl(session: nox.Session) -> None:
     """zyx-opencl on PoCL, the CPU OpenCL platform from PyPI (no root, no system package)."""
     session.install(CORE, "./zyx-opencl", "pocl-binary-distribution")
     session.run("pytest", "tests/opencl", *session.posargs)
+    # The fuzzer's smoke test on PoCL only: its host half runs in the core session. Posargs
+    # that select tests (-k) may select none of these.
+    session.run(
+        "pytest", "tests/fuzz", "-m", "opencl", *session.posargs,
+        success_codes=[0, 5] if session.posargs else [0],
+    )  # fmt: skip
     conformance(session, "opencl")
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """The differential fuzzer, for longer than its smoke test: by default 600 s on host and
+    opencl; ``nox -s fuzz -- --seconds 60 --devices host`` (``tests/fuzz/fuzz.py --help``)."""
+    session.install(CORE, "./zyx-opencl", "pocl-binary-distribution")
+    args = session.posargs or ["--seconds", "600", "--devices", "host,opencl"]
+    session.run("python", "tests/fuzz/fuzz.py", *args)
 
 
 @nox.session
