@@ -210,10 +210,19 @@ def child_environ(monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_
     monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path / "cache"))
 
 
-def run_crashing(tmp_path: Path, *pytest_args: str) -> Report:
+def run_crashing(tmp_path: Path, *pytest_args: str, source: str = CRASHING) -> Report:
     suite = tmp_path / "suite_crashing.py"
-    suite.write_text(CRASHING)
+    suite.write_text(source)
     return run_isolated("host", ["--import-mode=importlib", *pytest_args], suite=[str(suite)])
+
+
+@pytest.mark.usefixtures("child_environ")
+def test_a_crash_in_the_last_test_fails_the_run(tmp_path: Path) -> None:
+    """The child after it finds no test left, which is no reason to pass, nor a usage error."""
+    last = CRASHING.split('@pytest.mark.zyx_area("dtype")')[0]
+    report = run_crashing(tmp_path, source=last)
+    assert sorted(by_test(report)) == ["test_before", "test_crashes[1]", "test_crashes[2]"]
+    assert report.exit_code == pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.mark.usefixtures("child_environ")

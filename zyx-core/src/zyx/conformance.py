@@ -201,10 +201,13 @@ def _crash(test: Result, returncode: int) -> Result:
 
 
 def _exit_code(returncode: int, crashes: int) -> int:
-    """The last child's status; a run whose tests all passed but some crashed failed."""
+    """The last child's status; a run whose tests all passed but some crashed failed (its
+    last child may have found no test left: the crash was in the last one)."""
     if returncode < 0:
         return pytest.ExitCode.INTERNAL_ERROR
-    return pytest.ExitCode.TESTS_FAILED if crashes and returncode == 0 else returncode
+    if crashes and returncode in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        return pytest.ExitCode.TESTS_FAILED
+    return returncode
 
 
 class _Collector:
