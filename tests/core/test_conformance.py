@@ -217,6 +217,17 @@ def run_crashing(tmp_path: Path, *pytest_args: str, source: str = CRASHING) -> R
 
 
 @pytest.mark.usefixtures("child_environ")
+def test_a_test_that_exits_the_process_fails_and_the_rest_run(tmp_path: Path) -> None:
+    """Native code that calls exit() mid-test ends the child without a signal."""
+    source = CRASHING.replace("ctypes.string_at(0)", "os._exit(3)").replace(
+        "import ctypes", "import os"
+    )
+    results = by_test(run_crashing(tmp_path, source=source))
+    assert results["test_crashes[1]"].message.startswith("crashed the test process (exit status 3)")
+    assert results["test_after"].outcome is Outcome.PASSED
+
+
+@pytest.mark.usefixtures("child_environ")
 def test_a_crash_in_the_last_test_fails_the_run(tmp_path: Path) -> None:
     """The child after it finds no test left, which is no reason to pass, nor a usage error."""
     last = CRASHING.split('@pytest.mark.zyx_area("dtype")')[0]
@@ -242,12 +253,13 @@ def test_a_test_that_crashes_its_process_fails_by_the_signal_and_the_rest_run(
 
 
 @pytest.mark.usefixtures("child_environ")
-@pytest.mark.parametrize("stop", ["-x", "max crashes"])
+@pytest.mark.parametrize("stop", ["-x", "-xq", "--maxfail=1", "max crashes"])
 def test_the_run_stops_at_a_crash_after_x_or_too_many(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stop: str
 ) -> None:
-    monkeypatch.setattr(zyx.conformance, "MAX_CRASHES", 1)
-    report = run_crashing(tmp_path, *(["-x"] if stop == "-x" else []))
+    if stop == "max crashes":
+        monkeypatch.setattr(zyx.conformance, "MAX_CRASHES", 1)
+    report = run_crashing(tmp_path, *([] if stop == "max crashes" else [stop]))
     assert sorted(by_test(report)) == ["test_before", "test_crashes[1]"]
     assert report.exit_code == pytest.ExitCode.INTERRUPTED
     assert "stopped after 1 crashed test; the tests after it did not run" in report.output

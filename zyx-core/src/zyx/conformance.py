@@ -139,9 +139,10 @@ def run(backend: str, pytest_args: Sequence[str] = (), suite: Sequence[str] = SU
 def run_isolated(
     backend: str, pytest_args: Sequence[str] = (), suite: Sequence[str] = SUITE
 ) -> Report:
-    """:func:`run` in a child process: a test that kills it fails with the signal's name,
-    and the tests not run yet go on in a new child (but not after ``-x``, nor after
-    :data:`MAX_CRASHES` crashes). The child has this process's environment."""
+    """:func:`run` in a child process: a test that ends it (a signal, or an ``exit()`` in
+    native code) fails with the signal or status, and the tests not run yet go on in a new
+    child (but not past pytest's ``-x`` or ``--maxfail``, nor after :data:`MAX_CRASHES`
+    crashes). The child has this process's environment."""
     collector = _Collector()
     outputs: list[str] = []
     crashes = 0
@@ -155,13 +156,14 @@ def run_isolated(
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
             )  # fmt: skip
             outputs.append(child.stdout)
-            crashed = _replay(journal, collector)
-            if child.returncode >= 0 or crashed is None:
+            crashed, maxfail = _replay(journal, collector)
+            if crashed is None:
                 exit_code = _exit_code(child.returncode, crashes)
                 break
             crashes += 1
             collector.add(_crash(crashed, child.returncode))
-            if crashes == MAX_CRASHES or {"-x", "--exitfirst"} & set(pytest_args):
+            failed = sum(r.outcome is Outcome.FAILED for r in collector.results())
+            if crashes == MAX_CRASHES or 0 < maxfail <= failed:
                 outputs.append(
                     f"zyx conformance: stopped after {crashes} crashed "
                     f"test{'s' if crashes > 1 else ''}; the tests after it did not run\n"
@@ -175,27 +177,33 @@ def _pytest_args(backend: str, pytest_args: Sequence[str], suite: Sequence[str])
     return [*suite, "--zyx-backend", backend, "-p", "no:cacheprovider", *pytest_args]
 
 
-def _replay(journal: Path, collector: _Collector) -> Result | None:
+def _replay(journal: Path, collector: _Collector) -> tuple[Result | None, int]:
     """Add the journal's results to ``collector``, then empty it; return the test that
-    started and never finished (with its area), if any."""
+    started and never finished (with its area), if any, and pytest's ``maxfail`` (0: none)."""
     running: Result | None = None
+    maxfail = 0
     for line in journal.read_text().splitlines() if journal.exists() else ():
         event = json.loads(line)
         kind = event.pop("event")
         if kind == "result":
             collector.add(Result(**{**event, "outcome": Outcome(event["outcome"])}))
+        elif kind == "config":
+            maxfail = int(event["maxfail"])
         else:
             running = Result(event["test"], event["area"], Outcome.FAILED)
             running = running if kind == "start" else None
     journal.unlink(missing_ok=True)
-    return running
+    return running, maxfail
 
 
 def _crash(test: Result, returncode: int) -> Result:
-    try:
-        how = signal.Signals(-returncode).name
-    except ValueError:
-        how = f"signal {-returncode}"
+    if returncode >= 0:
+        how = f"exit status {returncode}"
+    else:
+        try:
+            how = signal.Signals(-returncode).name
+        except ValueError:
+            how = f"signal {-returncode}"
     message = f"crashed the test process ({how}); run it alone under pytest for its stack"
     return Result(test.test, test.area, Outcome.FAILED, message)
 
@@ -311,8 +319,12 @@ class _Journal(_Collector):
         super().add(result)
         self._write(event="result", **{**asdict(result), "outcome": result.outcome.value})
 
-    def _write(self, **event: str) -> None:
+    def _write(self, **event: str | int) -> None:
         self._file.write(json.dumps(event) + "\n")
+
+    @pytest.hookimpl
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self._write(event="config", maxfail=int(config.getoption("maxfail") or 0))
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
