@@ -47,6 +47,10 @@ APPROX_RTOL = {DType.F16: 4e-3, DType.BF16: 3e-2, DType.F32: 1e-4, DType.F64: 1e
 float the kernel computes in: an f64 output may hold an f32 ``pow``'s result."""
 
 
+INTERPRETER = "interpreter"
+"""A finding's device where the seed failed before any device ran it."""
+
+
 @dataclass
 class Finding:
     """A device that disagrees with the interpreter, crashed, or a seed that failed."""
@@ -56,9 +60,11 @@ class Finding:
     what: str
 
     def __str__(self) -> str:
+        # The generator and the interpreter run for any device: the host's is always there.
+        devices = "host" if self.device == INTERPRETER else self.device.split(":")[0]
         return (
             f"seed {self.seed} on {self.device}: {self.what}\n"
-            f"  reproduce: python tests/fuzz/fuzz.py --devices {self.device.split(':')[0]} "
+            f"  reproduce: python tests/fuzz/fuzz.py --devices {devices} "
             f"--start {self.seed} --count 1 --show"
         )
 
@@ -160,7 +166,7 @@ def fuzz_seed(seed: int, devices: Sequence[Device], report: Report, show: bool =
     try:
         case, want, nonfinite = generate(seed)
     except Exception:  # the generator or the interpreter failed: a bug of either
-        report.findings.append(Finding(seed, "interpreter", traceback.format_exc()[-1500:]))
+        report.findings.append(Finding(seed, INTERPRETER, traceback.format_exc()[-1500:]))
         return
     if show:
         print(case.kernel)
