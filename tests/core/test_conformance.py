@@ -227,6 +227,54 @@ def test_a_test_that_exits_the_process_fails_and_the_rest_run(tmp_path: Path) ->
     assert results["test_after"].outcome is Outcome.PASSED
 
 
+CRASHING_BATCH = """
+import ctypes
+import pytest
+from zyx.dtypes import DType
+from zyx.testing._suite import Batches
+from zyx.testing.kernels import Elementwise
+
+
+def crash(rng, n):
+    ctypes.string_at(0)  # while the batch runs, as a backend's crash in its kernel would
+
+
+PARTS = [Elementwise(name, (DType.F32,), DType.F32, lambda x: x, crash, ()) for name in "abc"]
+
+
+@pytest.fixture(scope="module")
+def batches(zyx_device):
+    return Batches(zyx_device, 64)
+
+
+@pytest.mark.zyx_area("numerics")
+@pytest.mark.parametrize("part", PARTS, ids=lambda p: p.name)
+def test_in_batch(batches, part):
+    batches.outcome("crashing", PARTS, part).check()
+
+
+@pytest.mark.zyx_area("dtype")
+def test_after():
+    pass
+"""
+
+
+@pytest.mark.usefixtures("child_environ")
+def test_the_other_tests_of_a_crashed_batch_fail_without_crashing_again(tmp_path: Path) -> None:
+    """Numerics tests share one kernel per batch: one crash fails them all, and costs one
+    child, not one per test."""
+    report = run_crashing(tmp_path, source=CRASHING_BATCH)
+    results = by_test(report)
+    assert results["test_in_batch[a]"].message.startswith("crashed the test process (SIGSEGV)")
+    for other in ("test_in_batch[b]", "test_in_batch[c]"):
+        assert (
+            results[other].message
+            == "Failed: batch crashing crashed the test process in an earlier test"
+        )
+    assert results["test_after"].outcome is Outcome.PASSED
+    assert report.output.count("Fatal Python error") == 1, "one crash, one child after it"
+
+
 @pytest.mark.usefixtures("child_environ")
 def test_a_crash_in_the_last_test_fails_the_run(tmp_path: Path) -> None:
     """The child after it finds no test left, which is no reason to pass, nor a usage error."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -32,6 +33,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from zyx.testing._suite import CRASHES
 from zyx.testing.plugin import AREAS
 
 SUITE = ("--pyargs", "zyx.testing")
@@ -154,6 +156,7 @@ def run_isolated(
                 [sys.executable, "-m", "zyx.conformance", str(journal), str(done),
                  *_pytest_args(backend, pytest_args, suite)],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False,
+                env={**os.environ, CRASHES: folder},
             )  # fmt: skip
             outputs.append(child.stdout)
             crashed, maxfail = _replay(journal, collector)

@@ -6,8 +6,10 @@ Imports pytest: unlike :mod:`~zyx.testing.kernels`, :mod:`~zyx.testing.numerics`
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import TracebackType
 
 import numpy as np
@@ -43,9 +45,16 @@ class Allocations:
                 self.pool.release(buf)
 
 
+CRASHES = "ZYX_CONFORMANCE_CRASHES"
+"""A folder where a batch leaves a mark while it runs (``zyx conformance`` sets it): a mark
+left behind is a batch that crashed the test process, whose other tests then fail at once
+in the next process instead of crashing it again."""
+
+
 class Batches:
     """Elementwise batches of a module: each runs once, on first use, and hands out the
-    outcome of one part per test. A batch that failed fails each of its tests alike."""
+    outcome of one part per test. A batch that failed fails each of its tests alike, and so
+    does one that crashed an earlier test process (``CRASHES``)."""
 
     def __init__(self, device: Device, local: int) -> None:
         self.device = device
@@ -60,14 +69,21 @@ class Batches:
         if missing:
             pytest.skip(f"{self.device.name} does not claim {', '.join(missing)}")
         if batch not in self.done and batch not in self.failed:
+            mark = Path(os.environ[CRASHES], f"batch {batch}") if CRASHES in os.environ else None
+            if mark is not None and mark.exists():
+                pytest.fail(f"batch {batch} crashed the test process in an earlier test")
             rng = np.random.default_rng(zlib.crc32(batch.encode()))
             supported = [p for p in parts if p.supported(info)]
+            if mark is not None:
+                mark.touch()
             try:
                 self.done[batch] = run_elementwise(
                     self.device, batch, supported, ELEMENTS, rng, self.local
                 )
             except Exception as error:
                 self.failed[batch] = (error, error.__traceback__)
+            if mark is not None:
+                mark.unlink()
         if batch in self.failed:
             failure, traceback = self.failed[batch]
             raise failure.with_traceback(traceback)
