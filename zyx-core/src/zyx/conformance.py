@@ -192,9 +192,10 @@ def _replay(journal: Path, collector: _Collector) -> tuple[Result | None, int]:
             collector.add(Result(**{**event, "outcome": Outcome(event["outcome"])}))
         elif kind == "config":
             maxfail = int(event["maxfail"])
-        else:
-            running = Result(event["test"], event["area"], Outcome.FAILED)
-            running = running if kind == "start" else None
+        else:  # a test's start, or its finish
+            running = (
+                Result(event["test"], event["area"], Outcome.FAILED) if kind == "start" else None
+            )
     journal.unlink(missing_ok=True)
     return running, maxfail
 

@@ -99,6 +99,7 @@ class Launchable(Protocol):
     local_size: Work
     param_kinds: tuple[ParamKind, ...]
     param_dtypes: tuple[DType, ...]
+    scalar_positions: tuple[int, ...]
     global_size: tuple[Dim, Dim, Dim]
     """Work-groups per axis (``zyx.backend.Program``)."""
     device: Any
@@ -223,15 +224,12 @@ class Scheduler(Sequencer[cl.Event]):
         if native_type is None or tracked is None:
             return None
         reads, writes = tracked
-        floats = tuple(
-            i
-            for i, (kind, dtype) in enumerate(zip(program.param_kinds, program.param_dtypes))
-            if kind is ParamKind.VARIABLE and dtype.is_float
-        )
+        dtypes = program.param_dtypes
+        floats = tuple(i for i in program.scalar_positions if dtypes[i].is_float)
         ranges = tuple(
-            (i, dtype.int_range[0], min(dtype.int_range[1], _LARGEST_LONG_LONG))
-            for i, (kind, dtype) in enumerate(zip(program.param_kinds, program.param_dtypes))
-            if kind is ParamKind.VARIABLE and not dtype.is_float
+            (i, dtypes[i].int_range[0], min(dtypes[i].int_range[1], _LARGEST_LONG_LONG))
+            for i in program.scalar_positions
+            if not dtypes[i].is_float
         )
         grid = tuple((d.param, d.div) if isinstance(d, SymDim) else d for d in program.global_size)
         limits = program.device.info.max_global_work_dims

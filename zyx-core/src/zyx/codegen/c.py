@@ -235,7 +235,7 @@ class CDialect:
         if op in _WRAPPING and dtype.is_int and dtype not in (DType.U32, DType.U64):
             # In the unsigned type, where C defines the wrap: signed overflow is undefined,
             # and so is a u16 or u8 product or shift past int, to which they promote.
-            unsigned = self.value_type(DType.U64 if dtype.itemsize == 8 else DType.U32)
+            unsigned = self.unsigned_type(dtype)
             left = f"({unsigned}){a}"
             right = b if op is BOp.SHL else f"({unsigned}){b}"
             return f"(({self.value_type(dtype)})({left} {_BINARY_INFIX[op]} {right}))"
@@ -244,9 +244,14 @@ class CDialect:
             return f"({value} != 0)"  # computed in int, as C does; a bool is its nonzero-ness
         return value
 
+    def unsigned_type(self, dtype: DType) -> str:
+        """The unsigned type an integer ``dtype`` wraps in: 64-bit, or else 32-bit (C's
+        narrower types promote to int)."""
+        return self.value_type(DType.U64 if dtype.itemsize == 8 else DType.U32)
+
     def negate(self, x: str, dtype: DType) -> str:
         """``-x`` of a signed integer, wrapping (``-MIN`` is ``MIN``) where C is undefined."""
-        unsigned = self.value_type(DType.U64 if dtype.itemsize == 8 else DType.U32)
+        unsigned = self.unsigned_type(dtype)
         negated = f"(({unsigned})0 - ({unsigned}){x})"
         if dtype.itemsize < 4:
             # Sign-extended by shifts in int: NVIDIA's compiler (CUDA 13.0's, for NVRTC and

@@ -33,7 +33,7 @@ from zyx.host.compiler import HostCompiler, KernelFunction, Toolchain, find_comp
 from zyx.host.cpu import cpu_info
 from zyx.host.pool import HostPool
 from zyx.ir.interpreter import interpret
-from zyx.ir.ops import Kernel, ParamKind
+from zyx.ir.ops import Kernel
 
 log = logging.getLogger("zyx.dev")
 launch_log = logging.getLogger("zyx.launch")
@@ -139,12 +139,12 @@ class CompiledProgram(HostProgram):
         self._scalars: list[tuple[int, ctypes._SimpleCData[Any], DType | None]] = []
         """Per ``Variable``: its position, its C value, and the dtype it is rounded to
         first where the C value is wider (f16 and bf16 travel as float)."""
-        for i, (kind, dtype) in enumerate(zip(self.param_kinds, self.param_dtypes)):
-            if kind is ParamKind.VARIABLE:
-                scalar = _SCALAR_TYPES[dtype]()
-                self._argv[i] = ctypes.addressof(scalar)
-                rounded = dtype if dtype in (DType.F16, DType.BF16) else None
-                self._scalars.append((i, scalar, rounded))
+        for i in self.scalar_positions:
+            dtype = self.param_dtypes[i]
+            scalar = _SCALAR_TYPES[dtype]()
+            self._argv[i] = ctypes.addressof(scalar)
+            rounded = dtype if dtype in (DType.F16, DType.BF16) else None
+            self._scalars.append((i, scalar, rounded))
 
     def run(self, args: Sequence[Arg], threads: int) -> None:
         if self._function is None:
