@@ -81,7 +81,9 @@ _capsule_valid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _capsule_pointer = _api.PyCapsule_GetPointer
 _capsule_pointer.restype = ctypes.c_void_p
 _capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_capsule_raw_pointer = ctypes.PyDLL(None).PyCapsule_GetPointer
+# Indexing makes a second function object (attribute access would return the one above),
+# so the same C function can take a raw address here and a Python object there.
+_capsule_raw_pointer = _api["PyCapsule_GetPointer"]
 _capsule_raw_pointer.restype = ctypes.c_void_p
 _capsule_raw_pointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 _capsule_rename = _api.PyCapsule_SetName
