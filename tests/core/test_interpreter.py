@@ -137,6 +137,24 @@ def test_half_precision_rounds_after_every_op_unless_computed_in_float64() -> No
     assert apply1(kernel_bf, bf, BF16).tolist() == [1.0]  # ties to even in bf16 (ulp 2^-7)
 
 
+def test_a_cast_from_f64_rounds_f16_once_and_bf16_through_float32() -> None:
+    """Just past a tie of the half type: rounded once, the value rounds away from the tie;
+    through float32 it lands on the tie first and rounds to even (ml_dtypes 0.7 rounds a
+    float64 to bf16 once, so the interpreter must go through float32 itself)."""
+    x = np.array([1 + 2**-8 + 2**-30, 1 + 2**-11 + 2**-40])
+    to_bf16 = unary_kernel(DType.F64, DType.BF16, lambda v: v.cast(DType.BF16))
+    to_f16 = unary_kernel(DType.F64, DType.F16, lambda v: v.cast(DType.F16))
+    assert apply1(to_bf16, x[:1], BF16).tolist() == [1.0]
+    assert apply1(to_f16, x[1:], F16).tolist() == [1 + 2**-10]
+    kb = KernelBuilder("bf16_variable")
+    out, value = kb.param(DType.BF16, ParamKind.GLOBAL_MUT), kb.variable(DType.BF16)
+    kb.local(0, 1)
+    out[0] = value
+    held = np.zeros(1, BF16)
+    interpret(kb.build(), [held, float(x[0])])
+    assert held.tolist() == [1.0]
+
+
 def test_masked_items_neither_load_out_of_bounds_nor_store() -> None:
     kernel = unary_kernel(DType.F32, DType.F32, lambda v: v * 2.0, local=64)
     x = np.arange(1, 101, dtype=np.float32)

@@ -111,17 +111,22 @@ class _Types:
         return self.compute is None and dtype in _HALF
 
     def round(self, x: Vec, dtype: DType) -> Vec:
-        if self.rounds(dtype):
-            return x.astype(dtype.numpy).astype(np.float32)
-        return x
+        return _round_half(x, dtype) if self.rounds(dtype) else x
 
     def scalar(self, value: object, dtype: DType) -> Vec:
         """A constant or variable as a numpy scalar. f16 rounds straight from the Python
         float, bf16 through float32: as the C renderer's literals do."""
         exact = np.array(value)
         if self.rounds(dtype):
-            return exact.astype(dtype.numpy).astype(np.float32)[()]
+            return _round_half(exact, dtype)[()]
         return exact.astype(self.value(dtype))[()]
+
+
+def _round_half(x: Vec, dtype: DType) -> Vec:
+    """``x`` rounded to f16 once from its value, to bf16 through float32 (the IR's
+    definition: ml_dtypes rounds a float64 to bf16 once since 0.7), held as float32."""
+    through = x.astype(np.float32) if dtype is DType.BF16 else x
+    return through.astype(dtype.numpy).astype(np.float32)
 
 
 def _bind_args(kernel: Kernel, args: Sequence[Any], types: _Types) -> list[Any]:
