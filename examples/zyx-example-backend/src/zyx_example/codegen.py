@@ -200,17 +200,21 @@ class _Renderer:
         return ", ITEM" if op.storage is Storage.REGISTER else ", GROUP"
 
     def scalar(self, value: str, dtype: DType) -> str:
-        """A constant or variable as a numpy scalar, rounded once if it is f16 or bf16."""
+        """A constant or variable as a numpy scalar, rounded to f16 or bf16 (``cast``)."""
         if dtype in _HALF:
-            return f"{_TYPE[dtype]}({value}).astype(np.float32)"
+            return self.cast(f"np.float64({value})", dtype)
         return f"{_TYPE[dtype]}({value})"
 
     def cast(self, x: str, dtype: DType) -> str:
-        """C's conversion: to bool tests for nonzero, float to int truncates toward zero."""
+        """C's conversion: to bool tests for nonzero, float to int truncates toward zero.
+        f16 rounds once from the source type; bf16 through float32, as the IR defines it
+        (ml_dtypes rounds a float64 straight to bf16)."""
         if dtype is DType.BOOL:
             return f"{x} != 0"
-        if dtype in _HALF:  # rounded straight from the source type: once, not twice
-            return f"{x}.astype({_TYPE[dtype]}).astype(np.float32)"
+        if dtype is DType.F16:
+            return f"{x}.astype(np.float16).astype(np.float32)"
+        if dtype is DType.BF16:
+            return f"{x}.astype(np.float32).astype(bfloat16).astype(np.float32)"
         return f"{x}.astype({_TYPE[dtype]})"
 
     def rounded(self, value: str, dtype: DType) -> str:
