@@ -93,7 +93,8 @@ each maps a Variable's dtype and value to the value the kernel gets."""
 DIALECT_FAULTS = frozenset(
     {"int-float casts through i8", "bool x / 0 and x % 0 give 1",
      "f16 results keep only bf16 precision", "bf16 results truncated, not rounded",
-     "f32 sin reduced by a float 2 pi"}
+     "f32 sin reduced by a float 2 pi", "float max as a > b ? a : b",
+     "a >= b as !(a < b)", "float negation as 0 - x", "f16 results saturate at 65504"}
 )  # fmt: skip
 """Faults of the rendered C (``FaultyDialect``)."""
 
@@ -152,6 +153,11 @@ class FaultyDialect(HostDialect):
         guarded = dtype is DType.BOOL and op in (BOp.DIV, BOp.MOD)
         if self.fault == "bool x / 0 and x % 0 give 1" and guarded:
             return f"({b} ? {a} {'/' if op is BOp.DIV else '%'} {b} : 1)"
+        # Each is right on numbers and wrong on NaN or a signed zero.
+        if self.fault == "float max as a > b ? a : b" and op is BOp.MAX and dtype.is_float:
+            return f"({a} > {b} ? {a} : {b})"
+        if self.fault == "a >= b as !(a < b)" and op is BOp.CMPGE:
+            return f"(!({a} < {b}))"
         return super().binary(op, a, b, dtype)
 
     def unary(self, op: UOp, x: str, dtype: DType) -> str:
@@ -159,6 +165,8 @@ class FaultyDialect(HostDialect):
         # a few ulps, and many near pi, where sin is small: the norm bound does not see it.
         if self.fault == "f32 sin reduced by a float 2 pi" and (op, dtype) == (UOp.SIN, DType.F32):
             return f"sinf({x} > 3.14159265f ? {x} - 6.28318531f : {x})"
+        if self.fault == "float negation as 0 - x" and op is UOp.NEG and dtype.is_float:
+            return f"(0 - {x})"
         return super().unary(op, x, dtype)
 
     def round16(self, x: str, dtype: DType) -> str:
@@ -166,6 +174,8 @@ class FaultyDialect(HostDialect):
             x = f"zyx_fault_bf16({x})"
         if self.fault == "bf16 results truncated, not rounded" and dtype is DType.BF16:
             return f"zyx_fault_bf16({x})"
+        if self.fault == "f16 results saturate at 65504" and dtype is DType.F16:
+            x = f"fminf(fmaxf({x}, -65504.0f), 65504.0f)"
         return super().round16(x, dtype)
 
 

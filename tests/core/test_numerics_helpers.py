@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from zyx.dtypes import DType
-from zyx.testing.numerics import assert_ulps, ulps
+from zyx.testing.numerics import assert_ieee, assert_ulps, is_poison, poisoned, ulps
 
 
 def test_ulps_are_counted_in_the_binade_of_the_reference() -> None:
@@ -31,3 +31,39 @@ def test_the_message_names_the_worst_element_and_its_operands() -> None:
     assert "2 of 3 elements more than 0.5 ulps off; worst at index 2: (np.int64(9))" in str(
         caught.value
     )
+
+
+def test_poison_is_a_nan_no_arithmetic_makes() -> None:
+    for dtype in (DType.F16, DType.BF16, DType.F32, DType.F64):
+        poison = poisoned(dtype, 2)
+        assert np.isnan(poison.astype(np.float64)).all()
+        assert is_poison(poison, dtype).all()
+        with np.errstate(invalid="ignore"):
+            computed = (np.zeros(2, np.float32) / np.float32(0)).astype(dtype.numpy)
+        assert not is_poison(computed, dtype).any(), dtype
+
+
+@pytest.mark.parametrize(
+    "got, want, message",
+    [
+        ([np.nan, 1.0], [np.nan, np.nan], "NaN against a number"),
+        ([2.0, np.inf], [2.0, -np.inf], "not the reference's infinity"),
+        ([3.4e38, 1.0], [np.inf, 1.0], "not the reference's infinity"),
+        ([0.0, -0.0], [0.0, 0.0], "zero with the wrong sign"),
+        ([1.0, 1.0000001], [1.0, 1.0], "ulps off"),
+    ],
+)
+def test_assert_ieee_refuses(got: list[float], want: list[float], message: str) -> None:
+    out, ref = np.array(got, np.float32), np.array(want)
+    with pytest.raises(AssertionError, match=message):
+        assert_ieee(out, ref, DType.F32, 0.5, "f", [ref])
+
+
+def test_assert_ieee_rounds_the_reference_to_the_dtype() -> None:
+    """A float64 reference past f32's range is f32's infinity; NaN matches NaN; fmax's
+    zeros may differ in sign when told so."""
+    out = np.array([np.inf, np.nan, -0.0, 1.5], np.float32)
+    ref = np.array([1e39, np.nan, 0.0, 1.5])
+    assert_ieee(out, ref, DType.F32, 0.5, signed_zeros=False)
+    with pytest.raises(AssertionError, match="never written"):
+        assert_ieee(poisoned(DType.F32, 4), ref, DType.F32, 0.5)

@@ -7,8 +7,9 @@ own precision (f16 and bf16 rounded after every op, f32 in float32), the semanti
 backend must match (docs/writing-a-backend.md). Results computed by integer, bool and
 correctly rounded float ops must agree bit for bit (NaN with NaN); those that went
 through libm functions (exp, sin, pow, ...) within a few ulps; integers cast from those
-are not compared. A device built for finite math (zyx-opencl) is only compared on kernels
-that compute no NaN or infinity, which the IR leaves undefined there.
+are not compared. A device built for finite math (``DeviceInfo.finite_math``, as zyx-opencl
+is) is only compared on kernels that compute no NaN or infinity, which the IR leaves
+undefined there.
 
 Prints a one-line summary and, per finding, the seed, device, output and the command that
 reproduces it (``--show`` prints the kernel). Exits 1 when there are findings.
@@ -38,9 +39,6 @@ from zyx.ir import Kernel, ParamKind
 from zyx.ir.interpreter import interpret
 from zyx.testing.harness import run
 from zyx.testing.numerics import Array
-
-FINITE_MATH = {"opencl"}
-"""Backends whose kernels are built assuming no NaN or infinity (``-cl-finite-math-only``)."""
 
 APPROX_RTOL = {DType.F16: 4e-3, DType.BF16: 3e-2, DType.F32: 1e-4, DType.F64: 1e-9}
 """How far a libm-computed float may be from the interpreter's, relative, by the narrowest
@@ -172,7 +170,7 @@ def fuzz_seed(seed: int, devices: Sequence[Device], report: Report, show: bool =
         print(case.kernel)
     for device in devices:
         outcome = report.outcomes.setdefault(device.name, Counter())
-        if nonfinite and device.backend in FINITE_MATH:
+        if nonfinite and device.info.finite_math:
             outcome["unchecked (NaN/inf on a finite-math build)"] += 1
             continue
         problem = check(seed, device, case, want)

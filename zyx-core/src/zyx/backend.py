@@ -195,6 +195,10 @@ class DeviceInfo:
     tensor_cores: bool = False
     compute_capability: tuple[int, int] | None = None
     dtypes: Mapping[DType, DTypeCapability] = field(default_factory=dict)
+    finite_math: bool = False
+    """Kernels are built assuming no NaN or infinity, and no signed zero (OpenCL's
+    ``-cl-finite-math-only -cl-no-signed-zeros``): such values in or out of a float op are
+    undefined. Elsewhere float ops follow IEEE 754, as C's Annex F does."""
 
     def supports(self, dtype: DType, capability: DTypeCapability = DTypeCapability.STORAGE) -> bool:
         return capability in self.dtypes.get(dtype, DTypeCapability.NONE)

@@ -63,6 +63,7 @@ def device_info(device: cl.Device) -> DeviceInfo:
             else None
         ),
         dtypes=_dtypes(device, extensions),
+        finite_math=True,  # compiler.BUILD_OPTIONS
     )
 
 

@@ -24,6 +24,7 @@ from zyx.testing.numerics import (
     OP_BOUNDS,
     Array,
     assert_close,
+    assert_ieee,
     assert_poison,
     assert_ulps,
     poisoned,
@@ -149,12 +150,17 @@ class Outcome:
 
     def check(self) -> None:
         """Raise ``AssertionError`` unless ``out`` matches ``ref`` (by the norm and, where the
-        part has a budget, per element in ulps) and ``tail`` is untouched."""
-        assert_close(self.out, self.ref, self.part.output, self.part.name, OP_BOUNDS)
-        if self.part.ulps is not None:
-            name, budget = self.part.name, self.part.ulps
-            assert_ulps(self.out, self.ref, self.part.output, budget, name, self.inputs)
-        assert_poison(self.tail, self.part.output, what=f"{self.part.name} past n")
+        part has a budget, per element in ulps; a float part with special values by
+        :func:`~zyx.testing.numerics.assert_ieee`) and ``tail`` is untouched."""
+        part, dtype = self.part, self.part.output
+        if part.ieee and dtype.is_float:
+            signed = part.signed_zeros
+            assert_ieee(self.out, self.ref, dtype, part.ulps, part.name, self.inputs, signed)
+        else:
+            assert_close(self.out, self.ref, dtype, part.name, OP_BOUNDS)
+            if part.ulps is not None:
+                assert_ulps(self.out, self.ref, dtype, part.ulps, part.name, self.inputs)
+        assert_poison(self.tail, dtype, what=f"{part.name} past n")
 
 
 def run_elementwise(

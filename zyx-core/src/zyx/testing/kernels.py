@@ -67,6 +67,11 @@ class Elementwise:
     ulps: float | None = None
     """The most a float result may be off, per element, in ulps of ``output``
     (:func:`~zyx.testing.numerics.ulps`); ``None``: only the norm bound applies."""
+    ieee: bool = False
+    """Inputs hold NaN, infinities and signed zeros (:func:`special_values`): a float
+    result is checked by :func:`~zyx.testing.numerics.assert_ieee`, not by the norm."""
+    signed_zeros: bool = True
+    """Whether the sign of a zero result is defined (``fmax(-0, +0)`` may give either)."""
 
     def supported(self, info: DeviceInfo) -> bool:
         """Whether ``info`` claims every capability this part needs."""
@@ -414,6 +419,76 @@ def _signed(rng: np.random.Generator, dtype: DType, n: int, low: float, high: fl
     if dtype.is_signed:
         x[rng.random(n) < 0.5] *= -1
     return x
+
+
+# ---- IEEE 754 special values ---------------------------------------------------------------
+
+
+def special_values(dtype: DType) -> Array:
+    """The values of float ``dtype`` that IEEE 754 gives rules of their own: NaN, the
+    infinities, both zeros, the largest finite values, and ±1 (``pow``'s and ``fmod``'s
+    special cases)."""
+    top = float(ml_dtypes.finfo(dtype.numpy).max)
+    return np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, top, -top, 1.0, -1.0], dtype.numpy)
+
+
+def ieee_unary(op: UOp, dtype: DType) -> Elementwise:
+    """``out = op(x)`` for float ``dtype``, half the inputs :func:`special_values`."""
+    return Elementwise(
+        name=f"{op.value}_ieee_{dtype}",
+        inputs=(dtype,),
+        output=dtype,
+        compute=lambda x: x.builder.unary(op, x),
+        sample=lambda rng, n: [_with_specials(rng, dtype, dtype, n)],
+        needs=((dtype, capability(op)),),
+        ulps=ulp_budget(op, dtype),
+        ieee=True,
+    )
+
+
+def ieee_binary(op: BOp, dtype: DType) -> Elementwise:
+    """``out = op(a, b)`` for float ``dtype``, half of each operand :func:`special_values`
+    (so a quarter of the pairs are two of them)."""
+    return Elementwise(
+        name=f"{op.value}_ieee_{dtype}",
+        inputs=(dtype, dtype),
+        output=DType.BOOL if op.is_comparison else dtype,
+        compute=lambda a, b: a.builder.binary(op, a, b),
+        sample=lambda rng, n: [_with_specials(rng, dtype, dtype, n) for _ in "ab"],
+        needs=((dtype, capability(op)), *([(DType.BOOL, STORAGE)] if op.is_comparison else [])),
+        ulps=None if op.is_comparison else ulp_budget(op, dtype),
+        ieee=True,
+        signed_zeros=op is not BOp.MAX,
+    )
+
+
+def ieee_cast(src: DType, dst: DType) -> Elementwise:
+    """``out = (dst) x`` from float ``src`` to a float or bool ``dst``, half the inputs
+    :func:`special_values` (those within ``dst``'s range: C leaves a conversion past it
+    undefined). NaN and the infinities are nonzero, so ``true`` as bools."""
+    return Elementwise(
+        name=f"cast_ieee_{src}_to_{dst}",
+        inputs=(src,),
+        output=dst,
+        compute=lambda x: x.cast(dst),
+        sample=lambda rng, n: [_with_specials(rng, src, dst, n)],
+        needs=((src, ARITHMETIC), (dst, ARITHMETIC)),
+        ulps=ulp_budget(None, dst),
+        ieee=True,
+    )
+
+
+def _with_specials(rng: np.random.Generator, dtype: DType, target: DType, n: int) -> Array:
+    """Random values of ``dtype``, half of them replaced by its special values that
+    ``target`` can hold (a finite one past ``target``'s range is left out)."""
+    values = random(rng, dtype, n)
+    specials = special_values(dtype)
+    if target.is_float:
+        held = np.abs(specials.astype(np.float64)) <= _end(target)
+        specials = specials[held | ~np.isfinite(specials.astype(np.float64))]
+    chosen = rng.random(n) < 0.5
+    values[chosen] = rng.choice(specials, int(chosen.sum()))
+    return values
 
 
 # ---- kernels with more structure ---------------------------------------------------------

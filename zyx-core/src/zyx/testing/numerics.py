@@ -8,9 +8,10 @@ errors accumulate (``BOUNDS``), and each of its elements is checked in ulps as w
 (:func:`assert_ulps`): a norm forgives a few far-off elements, or a rounding that is
 consistently a little off.
 
-Outputs are *poisoned* before a launch (NaN for floats, ``0xAB`` bytes otherwise), so an
-element the device never wrote cannot pass for a result. Bools are compared as bytes:
-a stored bool must be exactly 0 or 1, and ``0xAB`` is neither.
+Outputs are *poisoned* before a launch (a NaN no arithmetic makes for floats, ``0xAB``
+bytes otherwise), so an element the device never wrote cannot pass for a result, not even
+for a NaN it computed. Bools are compared as bytes: a stored bool must be exactly 0 or 1,
+and ``0xAB`` is neither.
 """
 
 from __future__ import annotations
@@ -45,14 +46,22 @@ budget of :func:`zyx.testing.kernels.ulp_budget` (:func:`assert_ulps`)."""
 POISON_BYTE = 0xAB
 """Fills the bytes of non-float outputs before a launch."""
 
+POISON_NAN: dict[DType, int] = {
+    DType.F16: 0x7E5A, DType.BF16: 0x7FDA, DType.F32: 0x7FC5A5A5, DType.F64: 0x7FF8A5A5A5A5A5A5,
+}  # fmt: skip
+"""Fills float outputs before a launch, as bits: a quiet NaN whose payload arithmetic never
+makes (a NaN it computes carries the default payload, or one of its operands'), so a NaN
+result and an element never written stay apart."""
+
 Array = npt.NDArray[Any]
 
 
 def poisoned(dtype: DType, n: int) -> Array:
-    """``n`` elements that no kernel computes: NaN for floats, ``0xAB`` bytes otherwise."""
+    """``n`` elements that no kernel computes: :data:`POISON_NAN` for floats, ``0xAB``
+    bytes otherwise."""
     out = np.empty(n, dtype.numpy)
     if dtype.is_float:
-        out.fill(np.nan)
+        out.view(f"u{dtype.itemsize}").fill(POISON_NAN[dtype])
     else:
         out.view(np.uint8).fill(POISON_BYTE)
     return out
@@ -61,7 +70,8 @@ def poisoned(dtype: DType, n: int) -> Array:
 def is_poison(values: Array, dtype: DType) -> npt.NDArray[np.bool_]:
     """Per element: does it still hold the poison, i.e. was it never written?"""
     if dtype.is_float:
-        return np.isnan(values.astype(np.float64))
+        same: npt.NDArray[np.bool_] = values.view(f"u{dtype.itemsize}") == POISON_NAN[dtype]
+        return same
     raw = values.view(np.uint8).reshape(len(values), dtype.itemsize)
     poison: npt.NDArray[np.bool_] = np.all(raw == POISON_BYTE, axis=1)
     return poison
@@ -227,6 +237,45 @@ def assert_ulps(
             f"off; worst at index {worst}: ({operands}) gave {out[worst]!r}, expected "
             f"{ref[worst]!r} ({off[worst]:.3g} ulps)"
         )
+
+
+def assert_ieee(
+    out: Array,
+    ref: Array,
+    dtype: DType,
+    budget: float | None,
+    what: str = "result",
+    inputs: Sequence[Array] = (),
+    signed_zeros: bool = True,
+) -> None:
+    """Raise ``AssertionError`` unless float ``out`` follows IEEE 754 where the reference
+    ``ref`` rounded to ``dtype`` does: NaN exactly where it is NaN, the same infinities, the
+    same sign of zero (where ``signed_zeros``); every finite element within ``budget`` ulps
+    of ``ref`` (``None``: within the norm bound of one op). No element may be unwritten."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        rounded = ref.astype(dtype.numpy).astype(np.float64)
+    got = out.astype(np.float64)
+    infinite = (np.isinf(got) | np.isinf(rounded)) & ~np.isnan(rounded)
+    zeros = (got == 0) & (rounded == 0)
+    wrong_sign = zeros & (np.signbit(got) != np.signbit(rounded)) & signed_zeros
+    for wrong, how in (
+        (is_poison(out, dtype), "never written"),
+        (np.isnan(got) != np.isnan(rounded), "NaN against a number, or a number against NaN"),
+        (infinite & (got != rounded), "not the reference's infinity"),
+        (wrong_sign, "zero with the wrong sign"),
+    ):
+        if wrong.any():
+            i = _first(wrong)
+            operands = ", ".join(repr(x[i]) for x in inputs)
+            raise AssertionError(
+                f"{what}: {int(wrong.sum())} of {out.size} elements {how}; first at index "
+                f"{i}: ({operands}) gave {out[i]!r}, expected {ref[i]!r}"
+            )
+    finite = np.isfinite(rounded)
+    if budget is None:
+        assert_close(out[finite], ref[finite], dtype, what, OP_BOUNDS)
+    else:
+        assert_ulps(out[finite], ref[finite], dtype, budget, what, [x[finite] for x in inputs])
 
 
 def assert_poison(values: Array, dtype: DType, what: str = "tail") -> None:

@@ -1,6 +1,7 @@
-"""Numbers: all 13 unary and 19 binary ops on every dtype they are defined for, integer
-overflow (which wraps) and bounds checks at the ends of i64, and the sample kernels of
-:mod:`zyx.ir.examples`, against the interpreter in float64.
+"""Numbers: all 13 unary and 19 binary ops on every dtype they are defined for, the float
+ops and casts on NaN, infinities and signed zeros, integer overflow (which wraps) and
+bounds checks at the ends of i64, and the sample kernels of :mod:`zyx.ir.examples`,
+against the interpreter in float64.
 
 An op is tested on a dtype when the device claims what it needs (MATH for the float-only
 ops and ``pow``, ARITHMETIC for the rest); all ops of one dtype share one kernel.
@@ -25,6 +26,9 @@ from zyx.testing.kernels import (
     binary,
     binary_ops,
     division_edges,
+    ieee_binary,
+    ieee_cast,
+    ieee_unary,
     unary,
     unary_ops,
     wrapping,
@@ -54,6 +58,45 @@ def ops(dtype: DType) -> list[Elementwise]:
     """Every unary and binary op on ``dtype``: one batch, one kernel."""
     unaries = [unary(op, dtype) for op in unary_ops(dtype)]
     return unaries + [binary(op, dtype) for op in binary_ops(dtype)]
+
+
+FLOATS = [d for d in DType if d.is_float]
+IEEE_OPS: list[tuple[UOp | BOp, DType]] = [
+    *((op, d) for d in FLOATS for op in unary_ops(d)),
+    *((op, d) for d in FLOATS for op in binary_ops(d)),
+]
+
+
+@pytest.mark.parametrize("op, dtype", IEEE_OPS, ids=lambda x: str(x.value))
+def test_special_values(batches: Batches, op: UOp | BOp, dtype: DType) -> None:
+    """NaN, infinities and signed zeros in, and out as IEEE 754 (C's Annex F) has them:
+    ``inf - inf`` and ``0 * inf`` are NaN, ``1 / -0`` is ``-inf``, ``ln(0)`` is ``-inf``,
+    ``fmax(NaN, x)`` is ``x``, a comparison with NaN is false (``!=`` true), ``pow(1, NaN)``
+    is 1. Not on a device built for finite math, where they are undefined."""
+    _refuse_finite_math(batches.device)
+    part = ieee_unary(op, dtype) if isinstance(op, UOp) else ieee_binary(op, dtype)
+    parts = [ieee_unary(o, d) if isinstance(o, UOp) else ieee_binary(o, d) for o, d in IEEE_OPS]
+    batches.outcome(f"ieee_{dtype}", [p for p in parts if p.inputs[0] is dtype], part).check()
+
+
+IEEE_CASTS = [(s, d) for s in FLOATS for d in (*FLOATS, DType.BOOL) if d is not s]
+
+
+@pytest.mark.parametrize("src, dst", IEEE_CASTS, ids=str)
+def test_special_values_cast(batches: Batches, src: DType, dst: DType) -> None:
+    """NaN, infinities and signed zeros converted between floats keep what they are; to
+    bool, NaN and the infinities are true, both zeros false."""
+    _refuse_finite_math(batches.device)
+    parts = [ieee_cast(s, d) for s, d in IEEE_CASTS]
+    batches.outcome("ieee_casts", parts, ieee_cast(src, dst)).check()
+
+
+def _refuse_finite_math(device: Device) -> None:
+    if device.info.finite_math:
+        pytest.skip(
+            f"{device.name} builds kernels for finite math: NaN, infinities and signed zeros "
+            "are undefined there"
+        )
 
 
 INTEGERS = [d for d in DType if d.is_int]
