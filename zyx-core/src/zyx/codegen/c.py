@@ -95,6 +95,19 @@ _BINARY_INFIX = {
 _WRAPPING = frozenset({BOp.ADD, BOp.SUB, BOp.MUL, BOp.SHL})
 """The integer ops that may leave their type's range: they wrap in the IR."""
 
+
+def _safe_divisor(kernel: Kernel, op: Binary) -> bool:
+    """Whether ``op`` is an integer ``/`` or ``%`` by a constant that C divides by as the IR
+    does (neither 0 nor -1): it needs no ``guarded_division``."""
+    divisor = kernel.ops[op.b]
+    return (
+        op.op in (BOp.DIV, BOp.MOD)
+        and not kernel.dtype_of(op.a).is_float
+        and isinstance(divisor, Const)
+        and divisor.value not in (0, -1)
+    )
+
+
 _FLOAT_FUNCTIONS = {
     UOp.EXP: "exp", UOp.EXP2: "exp2", UOp.LN: "log", UOp.LOG2: "log2", UOp.SQRT: "sqrt",
     UOp.SIN: "sin", UOp.COS: "cos", UOp.FLOOR: "floor", UOp.TRUNC: "trunc", UOp.ABS: "fabs",
@@ -212,7 +225,10 @@ class CDialect:
         if op is UOp.NEG:
             return f"(-{x})" if dtype.is_float else self.negate(x, dtype)
         if op is UOp.BITNOT:
-            return f"(!{x})" if dtype is DType.BOOL else f"(~{x})"
+            if dtype is DType.BOOL:
+                return f"(!{x})"
+            # C computes ~ of a u8 or u16 in int; the cast back says so (compilers warn).
+            return f"(({self.value_type(dtype)})~{x})" if dtype.itemsize < 4 else f"(~{x})"
         if op is UOp.RECIPROCAL:
             return f"(1.0{'' if dtype is DType.F64 else 'f'} / {x})"
         if op is UOp.ABS and not dtype.is_float:
@@ -367,7 +383,12 @@ class CDialect:
             return self.declare(name, dtype, value)
         if isinstance(op, Binary):
             operand = kernel.dtype_of(op.a)
-            value = self.binary(op.op, e(op.a), e(op.b), operand)
+            if _safe_divisor(kernel, op):
+                # The guard would only test constants, which compilers warn about (PoCL
+                # prints every warning); an index's `/ 32` and `% 32` read plainly, too.
+                value = f"({e(op.a)} {'/' if op.op is BOp.DIV else '%'} {e(op.b)})"
+            else:
+                value = self.binary(op.op, e(op.a), e(op.b), operand)
             if operand in (DType.F16, DType.BF16) and not op.op.is_comparison:
                 value = self.round16(value, operand)
             return self.declare(name, kernel.dtype_of(ref), value)
