@@ -14,7 +14,7 @@ More sample kernels with their arguments (a tiled matmul among them) are in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import ceil, log2
 from typing import TYPE_CHECKING
 
@@ -432,49 +432,17 @@ def special_values(dtype: DType) -> Array:
     return np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, top, -top, 1.0, -1.0], dtype.numpy)
 
 
-def ieee_unary(op: UOp, dtype: DType) -> Elementwise:
-    """``out = op(x)`` for float ``dtype``, half the inputs :func:`special_values`."""
-    return Elementwise(
-        name=f"{op.value}_ieee_{dtype}",
-        inputs=(dtype,),
-        output=dtype,
-        compute=lambda x: x.builder.unary(op, x),
-        sample=lambda rng, n: [_with_specials(rng, dtype, dtype, n)],
-        needs=((dtype, capability(op)),),
-        ulps=ulp_budget(op, dtype),
+def with_special_values(part: Elementwise, *, signed_zeros: bool = True) -> Elementwise:
+    """``part`` (a float op, or a cast from a float) on inputs half of which are
+    :func:`special_values`, those its output can hold (C leaves a conversion past a float's
+    range undefined), checked by :func:`~zyx.testing.numerics.assert_ieee`.
+    ``signed_zeros``: whether the sign of a zero result is defined."""
+    return replace(
+        part,
+        name=f"{part.name}_ieee",
+        sample=lambda rng, n: [_with_specials(rng, d, part.output, n) for d in part.inputs],
         ieee=True,
-    )
-
-
-def ieee_binary(op: BOp, dtype: DType) -> Elementwise:
-    """``out = op(a, b)`` for float ``dtype``, half of each operand :func:`special_values`
-    (so a quarter of the pairs are two of them)."""
-    return Elementwise(
-        name=f"{op.value}_ieee_{dtype}",
-        inputs=(dtype, dtype),
-        output=DType.BOOL if op.is_comparison else dtype,
-        compute=lambda a, b: a.builder.binary(op, a, b),
-        sample=lambda rng, n: [_with_specials(rng, dtype, dtype, n) for _ in "ab"],
-        needs=((dtype, capability(op)), *([(DType.BOOL, STORAGE)] if op.is_comparison else [])),
-        ulps=None if op.is_comparison else ulp_budget(op, dtype),
-        ieee=True,
-        signed_zeros=op is not BOp.MAX,
-    )
-
-
-def ieee_cast(src: DType, dst: DType) -> Elementwise:
-    """``out = (dst) x`` from float ``src`` to a float or bool ``dst``, half the inputs
-    :func:`special_values` (those within ``dst``'s range: C leaves a conversion past it
-    undefined). NaN and the infinities are nonzero, so ``true`` as bools."""
-    return Elementwise(
-        name=f"cast_ieee_{src}_to_{dst}",
-        inputs=(src,),
-        output=dst,
-        compute=lambda x: x.cast(dst),
-        sample=lambda rng, n: [_with_specials(rng, src, dst, n)],
-        needs=((src, ARITHMETIC), (dst, ARITHMETIC)),
-        ulps=ulp_budget(None, dst),
-        ieee=True,
+        signed_zeros=signed_zeros,
     )
 
 

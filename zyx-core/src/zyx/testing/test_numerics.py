@@ -25,12 +25,11 @@ from zyx.testing.kernels import (
     Elementwise,
     binary,
     binary_ops,
+    cast,
     division_edges,
-    ieee_binary,
-    ieee_cast,
-    ieee_unary,
     unary,
     unary_ops,
+    with_special_values,
     wrapping,
 )
 from zyx.testing.numerics import assert_close
@@ -74,9 +73,16 @@ def test_special_values(batches: Batches, op: UOp | BOp, dtype: DType) -> None:
     ``fmax(NaN, x)`` is ``x``, a comparison with NaN is false (``!=`` true), ``pow(1, NaN)``
     is 1. Not on a device built for finite math, where they are undefined."""
     _refuse_finite_math(batches.device)
-    part = ieee_unary(op, dtype) if isinstance(op, UOp) else ieee_binary(op, dtype)
-    parts = [ieee_unary(o, d) if isinstance(o, UOp) else ieee_binary(o, d) for o, d in IEEE_OPS]
-    batches.outcome(f"ieee_{dtype}", [p for p in parts if p.inputs[0] is dtype], part).check()
+    parts = [_ieee_op(o, d) for o, d in IEEE_OPS if d is dtype]
+    batches.outcome(f"ieee_{dtype}", parts, _ieee_op(op, dtype)).check()
+
+
+def _ieee_op(op: UOp | BOp, dtype: DType) -> Elementwise:
+    if isinstance(op, UOp):
+        return with_special_values(unary(op, dtype))
+    return with_special_values(
+        binary(op, dtype), signed_zeros=op is not BOp.MAX
+    )  # fmax(-0, +0): either
 
 
 IEEE_CASTS = [(s, d) for s in FLOATS for d in (*FLOATS, DType.BOOL) if d is not s]
@@ -87,8 +93,8 @@ def test_special_values_cast(batches: Batches, src: DType, dst: DType) -> None:
     """NaN, infinities and signed zeros converted between floats keep what they are; to
     bool, NaN and the infinities are true, both zeros false."""
     _refuse_finite_math(batches.device)
-    parts = [ieee_cast(s, d) for s, d in IEEE_CASTS]
-    batches.outcome("ieee_casts", parts, ieee_cast(src, dst)).check()
+    parts = [with_special_values(cast(s, d)) for s, d in IEEE_CASTS]
+    batches.outcome("ieee_casts", parts, with_special_values(cast(src, dst))).check()
 
 
 def _refuse_finite_math(device: Device) -> None:
