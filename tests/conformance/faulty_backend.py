@@ -148,7 +148,7 @@ class FaultyDialect(HostDialect):
             return super().cast(f"(int8_t)({x})", DType.I8, dst)
         return super().cast(x, src, dst)
 
-    def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+    def binary(self, op: BOp, a: str, b: str, dtype: DType, divisor: int | None = None) -> str:
         # A GPU's unguarded integer division by zero gives all ones, where a CPU traps.
         guarded = dtype is DType.BOOL and op in (BOp.DIV, BOp.MOD)
         if self.fault == "bool x / 0 and x % 0 give 1" and guarded:
@@ -158,7 +158,7 @@ class FaultyDialect(HostDialect):
             return f"({a} > {b} ? {a} : {b})"
         if self.fault == "a >= b as !(a < b)" and op is BOp.CMPGE:
             return f"(!({a} < {b}))"
-        return super().binary(op, a, b, dtype)
+        return super().binary(op, a, b, dtype, divisor)
 
     def unary(self, op: UOp, x: str, dtype: DType) -> str:
         # sin(x - 2 pi) with 2 pi rounded to float: off by about 1.7e-7 for x past pi,

@@ -6,10 +6,11 @@ import math
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 from zyx.codegen import CDialect, sanitize
 from zyx.dtypes import DType, round_to
-from zyx.ir import Kernel, KernelBuilder, ParamKind, Range, Scope
+from zyx.ir import BOp, Kernel, KernelBuilder, ParamKind, Range, Scope
 
 
 class _Plain(CDialect):
@@ -99,3 +100,36 @@ def test_int64_extremes_render_without_overflowing_literals() -> None:
     code = _Plain().render(kb.build()).code
     assert "-9223372036854775807LL - 1" in code
     assert "1099511627776LL" in code
+
+
+def _divided_by(op: BOp, dtype: DType, divisor: int) -> str:
+    kb = KernelBuilder("divide")
+    a = kb.param(dtype)
+    out = kb.param(dtype, ParamKind.GLOBAL_MUT)
+    i = kb.group(0, 8)
+    out[i] = kb.binary(op, a[i], kb.const(divisor, dtype))
+    return _Plain().render(kb.build()).code
+
+
+@pytest.mark.parametrize("op", [BOp.DIV, BOp.MOD], ids=lambda op: str(op.value))
+@pytest.mark.parametrize(
+    "dtype, divisor, guarded",
+    [
+        (DType.I32, 7, False),
+        (DType.U8, 255, False),
+        (DType.I32, 0, True),
+        (DType.I32, -1, True),
+        (DType.U8, 256, True),  # wraps to 0
+        (DType.U8, -256, True),
+        (DType.U32, 2**32, True),
+        (DType.I64, 2**64, True),
+        (DType.I32, 2**32 - 1, True),  # wraps to -1
+        (DType.I8, 2**8 + 7, False),
+    ],
+)
+def test_division_by_a_constant_is_guarded_where_it_wraps_to_0_or_minus_1(
+    op: BOp, dtype: DType, divisor: int, guarded: bool
+) -> None:
+    """The guard is dropped only for a constant that C divides by as the IR does, judged by
+    the value the literal converts to, not the one written."""
+    assert ("== 0" in _divided_by(op, dtype, divisor)) is guarded

@@ -107,6 +107,18 @@ def test_shifts_and_wrapping_arithmetic() -> None:
     assert add.tolist() == [-32, -(2**31), 2]  # 2^30 + 2^30 wraps
 
 
+def test_integer_constants_past_their_range_wrap_as_c_converts_them() -> None:
+    cases = [(DType.U8, 256, 0), (DType.U8, -1, 255), (DType.I32, 2**32 - 1, -1),
+             (DType.I64, 2**64 + 5, 5), (DType.U64, -(2**64) - 1, 2**64 - 1),
+             (DType.I8, 2**7, -(2**7))]  # fmt: skip
+    assert DType.BOOL.wrap(2) == 1
+    for dtype, value, wrapped in cases:
+        assert dtype.wrap(value) == wrapped
+        kernel = unary_kernel(dtype, dtype, lambda x: x.builder.const(value, dtype))  # noqa: B023
+        out = apply1(kernel, np.ones(3, dtype.numpy), dtype.numpy)
+        assert out.tolist() == [wrapped] * 3, dtype
+
+
 def test_bool_ops_are_logical() -> None:
     a = np.array([True, True, False, False])
     b = np.array([True, False, True, False])

@@ -67,3 +67,18 @@ def test_assert_ieee_rounds_the_reference_to_the_dtype() -> None:
     assert_ieee(out, ref, DType.F32, 0.5, signed_zeros=False)
     with pytest.raises(AssertionError, match="never written"):
         assert_ieee(poisoned(DType.F32, 4), ref, DType.F32, 0.5)
+
+
+def test_assert_ieee_rounds_a_bf16_reference_through_float32() -> None:
+    """Just under bf16's overflow threshold, float64 rounds to float32's tie, which rounds
+    to even: infinity, as the IR rounds (straight from float64, bf16's largest)."""
+    ref = np.array([(2 - 2**-8) * 2.0**127 * (1 - 2**-40)])
+    assert_ieee(np.array([np.inf], DType.BF16.numpy), ref, DType.BF16, 0.5)
+
+
+def test_assert_ieee_without_a_budget_checks_each_element() -> None:
+    """A wrong result next to one near float64's largest: the norm would not see it."""
+    ref = np.array([1.7e308, 1.0, 2.0])
+    assert_ieee(ref * (1 + 1e-14), ref, DType.F64, None)
+    with pytest.raises(AssertionError, match="1 of 3 elements"):
+        assert_ieee(np.array([1.7e308, 1.001, 2.0]), ref, DType.F64, None)

@@ -73,6 +73,21 @@ class DType(Enum):
             (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if self.is_signed else (0, (1 << bits) - 1)
         )
 
+    def wrap(self, value: int) -> int:
+        """``value`` as an integer (or bool) dtype holds it: modulo 2**bits, as C converts
+        (and as the IR defines a constant past its dtype's range); a bool is nonzero-ness."""
+        if self is DType.BOOL:
+            return int(value != 0)
+        low, high = self.int_range
+        return (value - low) % (high - low + 1) + low
+
+    def round_array(self, x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Float array ``x`` rounded to this float dtype as the IR rounds (``round_to``): to
+        f16 once, to bf16 through float32 (ml_dtypes rounds a float64 to bf16 once since
+        0.7); held as ``self.numpy``."""
+        through = x.astype("float32") if self is DType.BF16 else x
+        return through.astype(self.numpy)
+
     @cached_property
     def numpy(self) -> np.dtype[Any]:
         """The numpy dtype (bf16 through ml_dtypes). Imports numpy on first use."""

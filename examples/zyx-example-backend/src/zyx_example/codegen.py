@@ -153,7 +153,7 @@ class _Renderer:
         if isinstance(op, Range):
             self.emit(f"{v} = {self.range_index(op)}")
         elif isinstance(op, Const):
-            self.emit(f"{v} = {self.scalar(_literal(op.value), op.dtype)}")
+            self.emit(f"{v} = {self.scalar(_literal(op), op.dtype)}")
         elif isinstance(op, Define):
             rows = "ITEM.size" if op.storage is Storage.REGISTER else "count"
             self.emit(f"{v} = np.zeros(({rows}, {op.length}), {value_type(op.dtype)})")
@@ -235,8 +235,10 @@ class _Renderer:
         return _BINARY[op].format(a, b)
 
 
-def _literal(value: bool | int | float) -> str:
-    """Python source for a constant's exact value (``repr`` of a float round-trips)."""
+def _literal(op: Const) -> str:
+    """Python source for a constant's exact value (``repr`` of a float round-trips); an
+    integer past its dtype's range wraps to it, as the IR defines (numpy refuses it)."""
+    value = op.dtype.wrap(int(op.value)) if op.dtype.is_int else op.value
     if isinstance(value, float) and not math.isfinite(value):
         return f"float('{value}')"
     return repr(value)

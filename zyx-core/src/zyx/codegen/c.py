@@ -96,16 +96,13 @@ _WRAPPING = frozenset({BOp.ADD, BOp.SUB, BOp.MUL, BOp.SHL})
 """The integer ops that may leave their type's range: they wrap in the IR."""
 
 
-def _safe_divisor(kernel: Kernel, op: Binary) -> bool:
-    """Whether ``op`` is an integer ``/`` or ``%`` by a constant that C divides by as the IR
-    does (neither 0 nor -1): it needs no ``guarded_division``."""
+def _constant_divisor(kernel: Kernel, op: Binary) -> int | None:
+    """The value of an integer ``/`` or ``%``'s divisor where it is a constant, wrapped to
+    its dtype as C converts the literal."""
     divisor = kernel.ops[op.b]
-    return (
-        op.op in (BOp.DIV, BOp.MOD)
-        and not kernel.dtype_of(op.a).is_float
-        and isinstance(divisor, Const)
-        and divisor.value not in (0, -1)
-    )
+    if op.op not in (BOp.DIV, BOp.MOD) or not isinstance(divisor, Const):
+        return None
+    return None if divisor.dtype.is_float else divisor.dtype.wrap(int(divisor.value))
 
 
 _FLOAT_FUNCTIONS = {
@@ -227,7 +224,7 @@ class CDialect:
         if op is UOp.BITNOT:
             if dtype is DType.BOOL:
                 return f"(!{x})"
-            # C computes ~ of a u8 or u16 in int; the cast back says so (compilers warn).
+            # C computes ~ of an 8- or 16-bit int in int; the cast back says so (compilers warn).
             return f"(({self.value_type(dtype)})~{x})" if dtype.itemsize < 4 else f"(~{x})"
         if op is UOp.RECIPROCAL:
             return f"(1.0{'' if dtype is DType.F64 else 'f'} / {x})"
@@ -235,7 +232,9 @@ class CDialect:
             return f"({x} < 0 ? {self.negate(x, dtype)} : {x})"
         return f"{self.function(_FLOAT_FUNCTIONS[op], dtype)}({x})"
 
-    def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+    def binary(self, op: BOp, a: str, b: str, dtype: DType, divisor: int | None = None) -> str:
+        """``a op b`` in ``dtype``. ``divisor`` is ``b``'s value where ``op`` is an integer
+        ``/`` or ``%`` by a constant (for ``guarded_division``)."""
         if op is BOp.MAX:
             if dtype.is_float:
                 return f"{self.function('fmax', dtype)}({a}, {b})"
@@ -243,7 +242,7 @@ class CDialect:
         if op is BOp.POW:
             return f"{self.function('pow', dtype)}({a}, {b})"
         if op in (BOp.DIV, BOp.MOD) and not dtype.is_float:  # bools divide as ints in C
-            return self.guarded_division(op, a, b, dtype)
+            return self.guarded_division(op, a, b, dtype, divisor)
         if op is BOp.MOD and dtype.is_float:
             return f"{self.function('fmod', dtype)}({a}, {b})"
         if op is BOp.MOD:
@@ -278,10 +277,15 @@ class CDialect:
             return f"(({self.value_type(dtype)})((({int32})({negated} << {shift})) >> {shift}))"
         return f"(({self.value_type(dtype)}){negated})"
 
-    def guarded_division(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+    def guarded_division(
+        self, op: BOp, a: str, b: str, dtype: DType, divisor: int | None = None
+    ) -> str:
         """Integer (or bool) ``/`` or ``%`` with the IR's semantics: 0 for a zero divisor, and
         MIN / -1 wraps, where C is undefined (x86 traps with SIGFPE, which kills the
-        process)."""
+        process). A constant ``divisor`` other than 0 and -1 needs no guard: one would only
+        test constants, which compilers warn about (and PoCL prints every warning)."""
+        if divisor is not None and divisor not in (0, -1):
+            return f"({a} {'/' if op is BOp.DIV else '%'} {b})"
         if op is BOp.MOD:
             zero = f"{b} == 0 || {b} == -1" if dtype.is_signed else f"{b} == 0"
             return f"(({zero}) ? 0 : {a} % {b})"
@@ -383,12 +387,8 @@ class CDialect:
             return self.declare(name, dtype, value)
         if isinstance(op, Binary):
             operand = kernel.dtype_of(op.a)
-            if _safe_divisor(kernel, op):
-                # The guard would only test constants, which compilers warn about (PoCL
-                # prints every warning); an index's `/ 32` and `% 32` read plainly, too.
-                value = f"({e(op.a)} {'/' if op.op is BOp.DIV else '%'} {e(op.b)})"
-            else:
-                value = self.binary(op.op, e(op.a), e(op.b), operand)
+            divisor = _constant_divisor(kernel, op)
+            value = self.binary(op.op, e(op.a), e(op.b), operand, divisor)
             if operand in (DType.F16, DType.BF16) and not op.op.is_comparison:
                 value = self.round16(value, operand)
             return self.declare(name, kernel.dtype_of(ref), value)

@@ -192,12 +192,12 @@ class HostDialect(CDialect):
     def function(self, name: str, dtype: DType) -> str:
         return name if dtype is DType.F64 else f"{name}f"
 
-    def binary(self, op: BOp, a: str, b: str, dtype: DType) -> str:
+    def binary(self, op: BOp, a: str, b: str, dtype: DType, divisor: int | None = None) -> str:
         if op is BOp.MAX and dtype.is_float:
             # fmax (a NaN operand loses) as a select: x86 has no vector fmax, and compilers
             # leave a loop that calls fmax unvectorized.
             return f"({b} != {b} || {a} > {b} ? {a} : {b})"
-        return super().binary(op, a, b, dtype)
+        return super().binary(op, a, b, dtype, divisor)
 
     # ---- the kernel's frame -------------------------------------------------------------
 

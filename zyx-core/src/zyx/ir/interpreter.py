@@ -113,9 +113,12 @@ class _Types:
     def round(self, x: Vec, dtype: DType) -> Vec:
         return _round_half(x, dtype) if self.rounds(dtype) else x
 
-    def scalar(self, value: object, dtype: DType) -> Vec:
+    def scalar(self, value: Any, dtype: DType) -> Vec:
         """A constant or variable as a numpy scalar. f16 rounds straight from the Python
-        float, bf16 through float32: as the C renderer's literals do."""
+        float, bf16 through float32: as the C renderer's literals do. An integer wraps to an
+        integer dtype."""
+        if not dtype.is_float:
+            value = dtype.wrap(int(value))
         exact = np.array(value)
         if self.rounds(dtype):
             return _round_half(exact, dtype)[()]
@@ -123,10 +126,9 @@ class _Types:
 
 
 def _round_half(x: Vec, dtype: DType) -> Vec:
-    """``x`` rounded to f16 once from its value, to bf16 through float32 (the IR's
-    definition: ml_dtypes rounds a float64 to bf16 once since 0.7), held as float32."""
-    through = x.astype(np.float32) if dtype is DType.BF16 else x
-    return through.astype(dtype.numpy).astype(np.float32)
+    """``x`` rounded to f16 or bf16 as the IR rounds (``DType.round_array``), held as
+    float32."""
+    return dtype.round_array(x).astype(np.float32)
 
 
 def _bind_args(kernel: Kernel, args: Sequence[Any], types: _Types) -> list[Any]:

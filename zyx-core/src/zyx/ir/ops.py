@@ -133,6 +133,8 @@ class Range:
 
 @dataclass(frozen=True, slots=True)
 class Const:
+    """A literal. An integer past its dtype's range wraps to it (``DType.wrap``)."""
+
     dtype: DType
     value: bool | int | float
 

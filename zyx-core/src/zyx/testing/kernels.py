@@ -13,6 +13,8 @@ More sample kernels with their arguments (a tiled matmul among them) are in
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from math import ceil, log2
@@ -208,6 +210,41 @@ def division_edges(op: BOp, dtype: DType) -> Elementwise:
         inputs=(dtype, dtype),
         output=dtype,
         compute=lambda a, b: a.builder.binary(op, a, b),
+        sample=sample,
+        needs=((dtype, ARITHMETIC),),
+    )
+
+
+def division_by_constants(op: BOp, dtype: DType) -> Elementwise:
+    """Integer ``a / c`` or ``a % c`` (``op``) for constants ``c``, one per element, picked
+    by the second input: 0 and -1 (which need the guard a variable divisor gets), 1, 7,
+    MIN and MAX, and ones past the dtype's range that wrap to 0, -1 and MIN (a renderer
+    that tests the unwrapped value divides by zero: SIGFPE). A fifth of the dividends are
+    MIN."""
+    if op not in (BOp.DIV, BOp.MOD) or not dtype.is_int:
+        raise ValueError(f"division_by_constants is for integer div and mod, not {op} on {dtype}")
+    low, high = dtype.int_range
+    span = high - low + 1
+    constants = (0, -1, 1, 7, low, high, span, span - 1, span // 2 if dtype.is_signed else -span)
+
+    def sample(rng: np.random.Generator, n: int) -> list[Array]:
+        a = random(rng, dtype, n)
+        a[rng.random(n) < 0.2] = low
+        return [a, rng.integers(0, len(constants), n).astype(dtype.numpy)]
+
+    def compute(a: Value, pick: Value) -> Value:
+        kb = a.builder
+        terms = [
+            pick.eq(k).cast(dtype) * kb.binary(op, a, kb.const(c, dtype))
+            for k, c in enumerate(constants)
+        ]
+        return functools.reduce(operator.add, terms)
+
+    return Elementwise(
+        name=f"{op.value}_by_constants_{dtype}",
+        inputs=(dtype, dtype),
+        output=dtype,
+        compute=compute,
         sample=sample,
         needs=((dtype, ARITHMETIC),),
     )
@@ -426,8 +463,7 @@ def _signed(rng: np.random.Generator, dtype: DType, n: int, low: float, high: fl
 
 def special_values(dtype: DType) -> Array:
     """The values of float ``dtype`` that IEEE 754 gives rules of their own: NaN, the
-    infinities, both zeros, the largest finite values, and ±1 (``pow``'s and ``fmod``'s
-    special cases)."""
+    infinities, both zeros, the largest finite values, and ±1 (``pow``'s special cases)."""
     top = float(ml_dtypes.finfo(dtype.numpy).max)
     return np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, top, -top, 1.0, -1.0], dtype.numpy)
 

@@ -26,6 +26,7 @@ from zyx.testing.kernels import (
     binary,
     binary_ops,
     cast,
+    division_by_constants,
     division_edges,
     unary,
     unary_ops,
@@ -78,11 +79,11 @@ def test_special_values(batches: Batches, op: UOp | BOp, dtype: DType) -> None:
 
 
 def _ieee_op(op: UOp | BOp, dtype: DType) -> Elementwise:
+    """``op`` on ``dtype`` with special values among its inputs."""
     if isinstance(op, UOp):
         return with_special_values(unary(op, dtype))
-    return with_special_values(
-        binary(op, dtype), signed_zeros=op is not BOp.MAX
-    )  # fmax(-0, +0): either
+    # fmax(-0, +0) may give either zero.
+    return with_special_values(binary(op, dtype), signed_zeros=op is not BOp.MAX)
 
 
 IEEE_CASTS = [(s, d) for s in FLOATS for d in (*FLOATS, DType.BOOL) if d is not s]
@@ -98,6 +99,8 @@ def test_special_values_cast(batches: Batches, src: DType, dst: DType) -> None:
 
 
 def _refuse_finite_math(device: Device) -> None:
+    """Skip on a device that builds for finite math: there the special values' results
+    are undefined."""
     if device.info.finite_math:
         pytest.skip(
             f"{device.name} builds kernels for finite math: NaN, infinities and signed zeros "
@@ -114,6 +117,15 @@ def test_integer_division_edges(batches: Batches, op: BOp, dtype: DType) -> None
     """A zero divisor gives 0 and MIN / -1 wraps: the IR defines what C leaves undefined."""
     parts = [division_edges(o, d) for d in INTEGERS for o in (BOp.DIV, BOp.MOD)]
     batches.outcome("division_edges", parts, division_edges(op, dtype)).check()
+
+
+@pytest.mark.parametrize("op", [BOp.DIV, BOp.MOD], ids=lambda op: str(op.value))
+@pytest.mark.parametrize("dtype", INTEGERS, ids=str)
+def test_integer_division_by_constants(batches: Batches, op: BOp, dtype: DType) -> None:
+    """A constant divisor, 0 and -1 and ones that wrap to them included, gives what a
+    variable one does (a renderer may drop the guard only for the others)."""
+    parts = [division_by_constants(o, d) for d in INTEGERS for o in (BOp.DIV, BOp.MOD)]
+    batches.outcome("division_by_constants", parts, division_by_constants(op, dtype)).check()
 
 
 WRAPS: list[tuple[UOp | BOp, DType]] = [
