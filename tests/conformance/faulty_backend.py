@@ -94,7 +94,8 @@ DIALECT_FAULTS = frozenset(
     {"int-float casts through i8", "bool x / 0 and x % 0 give 1",
      "f16 results keep only bf16 precision", "bf16 results truncated, not rounded",
      "f32 sin reduced by a float 2 pi", "float max as a > b ? a : b",
-     "a >= b as !(a < b)", "float negation as 0 - x", "f16 results saturate at 65504"}
+     "a >= b as !(a < b)", "float negation as 0 - x", "f16 results saturate at 65504",
+     "f32 results flush subnormals to zero"}
 )  # fmt: skip
 """Faults of the rendered C (``FaultyDialect``)."""
 
@@ -121,13 +122,16 @@ class FaultySection(BackendSection):
     no fault, a small device on which the suite must pass, sizing its kernels or skipping."""
 
 
-_TRUNCATE_TO_BF16 = """\
+_FAULT_HELPERS = """\
 static inline float zyx_fault_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   u &= 0xffff0000u;
   memcpy(&f, &u, sizeof f);
   return f;
+}
+static inline float zyx_fault_ftz(float f) {
+  return fabsf(f) < 0x1p-126f ? copysignf(0.0f, f) : f;
 }
 """
 
@@ -140,7 +144,7 @@ class FaultyDialect(HostDialect):
         self.fault = fault
 
     def preamble(self, kernel: Kernel) -> str:
-        return super().preamble(kernel) + _TRUNCATE_TO_BF16
+        return super().preamble(kernel) + _FAULT_HELPERS
 
     def cast(self, x: str, src: DType, dst: DType) -> str:
         between = DType.BOOL not in (src, dst) and src.is_float != dst.is_float
@@ -158,7 +162,10 @@ class FaultyDialect(HostDialect):
             return f"({a} > {b} ? {a} : {b})"
         if self.fault == "a >= b as !(a < b)" and op is BOp.CMPGE:
             return f"(!({a} < {b}))"
-        return super().binary(op, a, b, dtype, divisor)
+        value = super().binary(op, a, b, dtype, divisor)
+        if self.fault == "f32 results flush subnormals to zero" and dtype is DType.F32:
+            return value if op.is_comparison else f"zyx_fault_ftz({value})"
+        return value
 
     def unary(self, op: UOp, x: str, dtype: DType) -> str:
         # sin(x - 2 pi) with 2 pi rounded to float: off by about 1.7e-7 for x past pi,

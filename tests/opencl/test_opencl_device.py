@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pyopencl as cl
 import pytest
 from opencl_support import add_kernel, open_all, read
 
@@ -32,6 +33,9 @@ def test_info_comes_from_the_device(device: OpenCLDevice) -> None:
     for dtype in (DType.F16, DType.BF16, DType.F32):
         assert info.supports(dtype, DTypeCapability.MATH), "16-bit floats compute in float"
     assert info.supports(DType.I64, DTypeCapability.ARITHMETIC)
+    denormals = cl_device.single_fp_config & cl.device_fp_config.DENORM
+    assert info.subnormals == bool(denormals)
+    assert info.finite_math, "built with -cl-finite-math-only"
 
 
 def test_a_launch_outside_the_limits_is_refused_before_it_is_enqueued(

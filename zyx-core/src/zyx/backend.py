@@ -199,6 +199,10 @@ class DeviceInfo:
     """Kernels are built assuming no NaN or infinity, and no signed zero (OpenCL's
     ``-cl-finite-math-only -cl-no-signed-zeros``): such values in or out of a float op are
     undefined. Elsewhere float ops follow IEEE 754, as C's Annex F does."""
+    subnormals: bool = True
+    """Float ops keep subnormal values, in and out, as IEEE 754 has them. ``False``: they may
+    be flushed to zero (GPUs' flush-to-zero modes; OpenCL devices without ``CL_FP_DENORM``
+    for float), and the suite skips its subnormal tests."""
 
     def supports(self, dtype: DType, capability: DTypeCapability = DTypeCapability.STORAGE) -> bool:
         return capability in self.dtypes.get(dtype, DTypeCapability.NONE)

@@ -64,6 +64,7 @@ def device_info(device: cl.Device) -> DeviceInfo:
         ),
         dtypes=_dtypes(device, extensions),
         finite_math=True,  # compiler.BUILD_OPTIONS
+        subnormals=bool(device.single_fp_config & cl.device_fp_config.DENORM),
     )
 
 

@@ -468,25 +468,39 @@ def special_values(dtype: DType) -> Array:
     return np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, top, -top, 1.0, -1.0], dtype.numpy)
 
 
-def with_special_values(part: Elementwise, *, signed_zeros: bool = True) -> Elementwise:
+def subnormal_values(dtype: DType) -> Array:
+    """Float ``dtype``'s subnormals at both ends, and its smallest normals, of both signs."""
+    info = ml_dtypes.finfo(dtype.numpy)
+    least, normal = float(info.smallest_subnormal), float(info.smallest_normal)
+    return np.array([least, normal - least, normal, -least, least - normal, -normal], dtype.numpy)
+
+
+def with_special_values(
+    part: Elementwise, *, signed_zeros: bool = True, subnormals: bool = False
+) -> Elementwise:
     """``part`` (a float op, or a cast from a float) on inputs half of which are
-    :func:`special_values`, those its output can hold (C leaves a conversion past a float's
-    range undefined), checked by :func:`~zyx.testing.numerics.assert_ieee`.
-    ``signed_zeros``: whether the sign of a zero result is defined."""
+    :func:`special_values` (:func:`subnormal_values` where ``subnormals``), those its
+    output can hold (C leaves a conversion past a float's range undefined), checked by
+    :func:`~zyx.testing.numerics.assert_ieee`. ``signed_zeros``: whether the sign of a zero
+    result is defined."""
+    values = subnormal_values if subnormals else special_values
     return replace(
         part,
-        name=f"{part.name}_ieee",
-        sample=lambda rng, n: [_with_specials(rng, d, part.output, n) for d in part.inputs],
+        name=f"{part.name}_{'subnormal' if subnormals else 'ieee'}",
+        sample=lambda rng, n: [
+            _with_specials(rng, d, part.output, n, values(d)) for d in part.inputs
+        ],
         ieee=True,
         signed_zeros=signed_zeros,
     )
 
 
-def _with_specials(rng: np.random.Generator, dtype: DType, target: DType, n: int) -> Array:
-    """Random values of ``dtype``, half of them replaced by its special values that
-    ``target`` can hold (a finite one past ``target``'s range is left out)."""
+def _with_specials(
+    rng: np.random.Generator, dtype: DType, target: DType, n: int, specials: Array
+) -> Array:
+    """Random values of ``dtype``, half of them replaced by ``specials`` that ``target``
+    can hold (a finite one past ``target``'s range is left out)."""
     values = random(rng, dtype, n)
-    specials = special_values(dtype)
     if target.is_float:
         held = np.abs(specials.astype(np.float64)) <= _end(target)
         specials = specials[held | ~np.isfinite(specials.astype(np.float64))]

@@ -78,12 +78,24 @@ def test_special_values(batches: Batches, op: UOp | BOp, dtype: DType) -> None:
     batches.outcome(f"ieee_{dtype}", parts, _ieee_op(op, dtype)).check()
 
 
-def _ieee_op(op: UOp | BOp, dtype: DType) -> Elementwise:
-    """``op`` on ``dtype`` with special values among its inputs."""
+@pytest.mark.parametrize("op, dtype", IEEE_OPS, ids=lambda x: str(x.value))
+def test_subnormals(batches: Batches, op: UOp | BOp, dtype: DType) -> None:
+    """Subnormals in and out are kept, not flushed to zero: ``least * 1`` is ``least``, a
+    product below the normal range rounds to a subnormal, ``sqrt(least)`` is not 0. Not on
+    a device that flushes them (``DeviceInfo.subnormals``) or builds for finite math."""
+    _refuse_flushing(batches.device)
+    parts = [_ieee_op(o, d, subnormals=True) for o, d in IEEE_OPS if d is dtype]
+    outcome = batches.outcome(f"subnormal_{dtype}", parts, _ieee_op(op, dtype, subnormals=True))
+    outcome.check()
+
+
+def _ieee_op(op: UOp | BOp, dtype: DType, subnormals: bool = False) -> Elementwise:
+    """``op`` on ``dtype`` with special values (or subnormals) among its inputs."""
     if isinstance(op, UOp):
-        return with_special_values(unary(op, dtype))
+        return with_special_values(unary(op, dtype), subnormals=subnormals)
     # fmax(-0, +0) may give either zero.
-    return with_special_values(binary(op, dtype), signed_zeros=op is not BOp.MAX)
+    signed_zeros = op is not BOp.MAX
+    return with_special_values(binary(op, dtype), signed_zeros=signed_zeros, subnormals=subnormals)
 
 
 IEEE_CASTS = [(s, d) for s in FLOATS for d in (*FLOATS, DType.BOOL) if d is not s]
@@ -98,6 +110,16 @@ def test_special_values_cast(batches: Batches, src: DType, dst: DType) -> None:
     batches.outcome("ieee_casts", parts, with_special_values(cast(src, dst))).check()
 
 
+@pytest.mark.parametrize("src, dst", IEEE_CASTS, ids=str)
+def test_subnormals_cast(batches: Batches, src: DType, dst: DType) -> None:
+    """Subnormals converted between floats round as any value does (to zero only where
+    the target's least subnormal is larger); to bool they are true."""
+    _refuse_flushing(batches.device)
+    parts = [with_special_values(cast(s, d), subnormals=True) for s, d in IEEE_CASTS]
+    part = with_special_values(cast(src, dst), subnormals=True)
+    batches.outcome("subnormal_casts", parts, part).check()
+
+
 def _refuse_finite_math(device: Device) -> None:
     """Skip on a device that builds for finite math: there the special values' results
     are undefined."""
@@ -106,6 +128,14 @@ def _refuse_finite_math(device: Device) -> None:
             f"{device.name} builds kernels for finite math: NaN, infinities and signed zeros "
             "are undefined there"
         )
+
+
+def _refuse_flushing(device: Device) -> None:
+    """Skip where subnormals may be flushed to zero, or where the finite-math build leaves
+    the overflow of ``x / least`` undefined."""
+    _refuse_finite_math(device)
+    if not device.info.subnormals:
+        pytest.skip(f"{device.name} may flush subnormals to zero (DeviceInfo.subnormals)")
 
 
 INTEGERS = [d for d in DType if d.is_int]
