@@ -113,23 +113,29 @@ def _divided_by(op: BOp, dtype: DType, divisor: int) -> str:
 
 @pytest.mark.parametrize("op", [BOp.DIV, BOp.MOD], ids=lambda op: str(op.value))
 @pytest.mark.parametrize(
-    "dtype, divisor, guarded",
+    "dtype, divisor, wrapped",
     [
-        (DType.I32, 7, False),
-        (DType.U8, 255, False),
-        (DType.I32, 0, True),
-        (DType.I32, -1, True),
-        (DType.U8, 256, True),  # wraps to 0
-        (DType.U8, -256, True),
-        (DType.U32, 2**32, True),
-        (DType.I64, 2**64, True),
-        (DType.I32, 2**32 - 1, True),  # wraps to -1
-        (DType.I8, 2**8 + 7, False),
+        (DType.I32, 7, 7),
+        (DType.U8, 255, 255),
+        (DType.I32, 0, 0),
+        (DType.I32, -1, -1),
+        (DType.U8, 256, 0),
+        (DType.U8, -256, 0),
+        (DType.U32, 2**32, 0),
+        (DType.I64, 2**64, 0),
+        (DType.I32, 2**32 - 1, -1),
+        (DType.I8, 2**8 + 7, 7),
+        (DType.U64, -1, 2**64 - 1),
     ],
 )
-def test_division_by_a_constant_is_guarded_where_it_wraps_to_0_or_minus_1(
-    op: BOp, dtype: DType, divisor: int, guarded: bool
+def test_division_by_a_constant_is_by_the_value_it_wraps_to(
+    op: BOp, dtype: DType, divisor: int, wrapped: int
 ) -> None:
-    """The guard is dropped only for a constant that C divides by as the IR does, judged by
-    the value the literal converts to, not the one written."""
-    assert ("== 0" in _divided_by(op, dtype, divisor)) is guarded
+    """A constant divisor is rendered as the value it wraps to, and one that wraps to 0 or
+    -1 is no division at all (C would trap or be undefined; a guard would test constants)."""
+    code = _divided_by(op, dtype, divisor)
+    divides = wrapped not in (0, -1)
+    assert (("/" if op is BOp.DIV else "%") in code) is divides
+    if divides:
+        assert str(wrapped) in code
+        assert divisor == wrapped or str(divisor) not in code

@@ -208,7 +208,10 @@ class Gen:
         return self.convert(self.pick(pool), d)
 
     def const(self, d: DType) -> V:
-        return self.val(self.kb.const(self.const_value(d), d), EXACT)
+        value = self.const_value(d)
+        if d.is_int and self.chance(0.1):  # past its range: the IR wraps it
+            value += self.pick((-1, 1)) << 8 * d.itemsize
+        return self.val(self.kb.const(value, d), EXACT)
 
     def add(self, x: V) -> V:
         self.scopes[-1].append(x)

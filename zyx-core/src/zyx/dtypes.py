@@ -74,8 +74,8 @@ class DType(Enum):
         )
 
     def wrap(self, value: int) -> int:
-        """``value`` as an integer (or bool) dtype holds it: modulo 2**bits, as C converts
-        (and as the IR defines a constant past its dtype's range); a bool is nonzero-ness."""
+        """``value`` as an integer (or bool) dtype holds it: modulo 2**bits (how the IR
+        defines a constant past its dtype's range); a bool is nonzero-ness."""
         if self is DType.BOOL:
             return int(value != 0)
         low, high = self.int_range

@@ -238,7 +238,7 @@ class _Renderer:
 def _literal(op: Const) -> str:
     """Python source for a constant's exact value (``repr`` of a float round-trips); an
     integer past its dtype's range wraps to it, as the IR defines (numpy refuses it)."""
-    value = op.dtype.wrap(int(op.value)) if op.dtype.is_int else op.value
+    value = op.wrapped
     if isinstance(value, float) and not math.isfinite(value):
         return f"float('{value}')"
     return repr(value)

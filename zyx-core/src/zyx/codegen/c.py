@@ -102,7 +102,7 @@ def _constant_divisor(kernel: Kernel, op: Binary) -> int | None:
     divisor = kernel.ops[op.b]
     if op.op not in (BOp.DIV, BOp.MOD) or not isinstance(divisor, Const):
         return None
-    return None if divisor.dtype.is_float else divisor.dtype.wrap(int(divisor.value))
+    return None if divisor.dtype.is_float else int(divisor.wrapped)
 
 
 _FLOAT_FUNCTIONS = {
@@ -282,16 +282,23 @@ class CDialect:
     ) -> str:
         """Integer (or bool) ``/`` or ``%`` with the IR's semantics: 0 for a zero divisor, and
         MIN / -1 wraps, where C is undefined (x86 traps with SIGFPE, which kills the
-        process). A constant ``divisor`` other than 0 and -1 needs no guard: one would only
-        test constants, which compilers warn about (and PoCL prints every warning)."""
-        if divisor is not None and divisor not in (0, -1):
-            return f"({a} {'/' if op is BOp.DIV else '%'} {b})"
+        process). A constant ``divisor`` needs no guard, which would only test constants:
+        compilers warn about that (and PoCL prints every warning)."""
+        if divisor is not None:
+            return self._division_by_constant(op, a, b, dtype, divisor)
         if op is BOp.MOD:
             zero = f"{b} == 0 || {b} == -1" if dtype.is_signed else f"{b} == 0"
             return f"(({zero}) ? 0 : {a} % {b})"
         if dtype.is_signed:
             return f"({b} == 0 ? 0 : {b} == -1 ? {self.negate(a, dtype)} : {a} / {b})"
         return f"({b} == 0 ? 0 : {a} / {b})"
+
+    def _division_by_constant(self, op: BOp, a: str, b: str, dtype: DType, divisor: int) -> str:
+        if divisor == 0 or (divisor == -1 and op is BOp.MOD):
+            return self.int_literal(0, dtype)
+        if divisor == -1:
+            return self.negate(a, dtype)
+        return f"({a} {'/' if op is BOp.DIV else '%'} {b})"
 
     def function(self, name: str, dtype: DType) -> str:
         """A math function's name for ``dtype`` (``expf`` vs ``exp`` where the language needs)."""
@@ -346,7 +353,7 @@ class CDialect:
             return "1" if op.value else "0"
         if op.dtype.is_float:
             return self.float_literal(float(op.value), op.dtype)
-        return self.int_literal(int(op.value), op.dtype)
+        return self.int_literal(int(op.wrapped), op.dtype)
 
     def render_op(self, kernel: Kernel, ref: Ref) -> str:  # noqa: C901 - one branch per op
         """The statement for ``kernel.ops[ref]`` (empty for ops that need none)."""

@@ -113,12 +113,9 @@ class _Types:
     def round(self, x: Vec, dtype: DType) -> Vec:
         return _round_half(x, dtype) if self.rounds(dtype) else x
 
-    def scalar(self, value: Any, dtype: DType) -> Vec:
+    def scalar(self, value: object, dtype: DType) -> Vec:
         """A constant or variable as a numpy scalar. f16 rounds straight from the Python
-        float, bf16 through float32: as the C renderer's literals do. An integer wraps to an
-        integer dtype."""
-        if not dtype.is_float:
-            value = dtype.wrap(int(value))
+        float, bf16 through float32: as the C renderer's literals do."""
         exact = np.array(value)
         if self.rounds(dtype):
             return _round_half(exact, dtype)[()]
@@ -282,7 +279,7 @@ class _Chunk:
         if isinstance(op, Range):
             return self.range_value(op)
         if isinstance(op, Const):
-            return self.types.scalar(op.value, op.dtype)
+            return self.types.scalar(op.wrapped, op.dtype)
         if isinstance(op, Define):
             return self.define(op)
         if isinstance(op, Load):

@@ -138,6 +138,11 @@ class Const:
     dtype: DType
     value: bool | int | float
 
+    @property
+    def wrapped(self) -> bool | int | float:
+        """``value`` as the dtype holds it: an integer wrapped, a float or bool as given."""
+        return self.dtype.wrap(int(self.value)) if self.dtype.is_int else self.value
+
 
 @dataclass(frozen=True, slots=True)
 class Define:
