@@ -2,8 +2,8 @@
 # Everything the lent H200 proves, in one call (carry .whl): zyx-cuda's and zyx-opencl's
 # tests, the conformance suite on cuda, NVIDIA OpenCL and host (and through `zyx conformance`),
 # `zyx check` on every device, the ulp margins of single ops, two minutes of the differential
-# fuzzer on CUDA and NVIDIA OpenCL, both benchmarks, and NVIDIA OpenCL's launch schedules in
-# a C loop. Run from the repository root on the device machine.
+# fuzzer on CUDA and NVIDIA OpenCL, both benchmarks (OpenCL's on NVIDIA and on PoCL), and NVIDIA
+# OpenCL's launch schedules in a C loop. Run from the repository root on the device machine.
 # Logs go into $OUT/gpu-logs.tar.gz, benchmark results to $OUT/*_bench.{md,json}.
 # ONLY=cuda skips the OpenCL steps.
 # A warm machine may hold zyx packages an earlier run installed; pip --target keeps them.
@@ -34,5 +34,8 @@ fuzzed=cuda,opencl; [ "$ONLY" = cuda ] && fuzzed=cuda
 ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" step fuzz 200 python3 tests/fuzz/fuzz.py --devices $fuzzed --seconds 120
 step cuda-bench 150 python3 benchmarks/cuda_bench.py
 [ "$ONLY" = cuda ] || step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
+# PoCL 5.0 on the machine's CPU: where GPU.md's raw pyopencl launch figure (40 µs) was taken.
+[ "$ONLY" = cuda ] || { mkdir -p "$OUT/pocl"; step pocl-bench 150 python3 benchmarks/opencl_bench.py \
+  --platform Portable --size-mib 64 --out "$OUT/pocl"; }
 [ "$ONLY" = cuda ] || step opencl-c-loop 120 python3 benchmarks/opencl_c_loop.py --platform NVIDIA --repeats 9
 tar -czf "$OUT/gpu-logs.tar.gz" -C "$logs" .
