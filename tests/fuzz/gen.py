@@ -10,7 +10,9 @@ work-item of the group reaches it.
 
 Each value carries a *taint*, how exactly a backend must reproduce it: ``EXACT``
 (integer and bool arithmetic, copies), ``IEEE`` (correctly rounded float ops) or
-``APPROX`` (libm functions, whose ulps differ between implementations).
+``APPROX`` (the ops the conformance suite gives a budget of more than half an ulp,
+``F32_ULPS`` and ``F64_ULPS``: libm functions, and f32 division, square root and
+reciprocal, which OpenCL allows a few ulps off).
 
 Built with ``watch=True``, the same seed gives the same kernel plus an extra bool output
 that says, per work-item, whether any float value it computed was NaN or infinite. Only
@@ -30,18 +32,27 @@ import numpy as np
 
 from zyx.dtypes import DType
 from zyx.ir import INDEX, BOp, KernelBuilder, ParamKind, Storage, UOp, Value, ceil_div
+from zyx.testing.kernels import F32_ULPS, F64_ULPS
 from zyx.testing.numerics import Array, poisoned
 
 EXACT, IEEE, APPROX = 0, 1, 2
 T = TypeVar("T")
 
 ALL = list(DType)
-IEEE_UNARY = [UOp.NEG, UOp.ABS, UOp.FLOOR, UOp.TRUNC, UOp.SQRT, UOp.RECIPROCAL]
-APPROX_UNARY = [UOp.EXP, UOp.EXP2, UOp.LN, UOp.LOG2, UOp.SIN, UOp.COS]
+FLOAT_UNARY = [
+    UOp.NEG, UOp.ABS, UOp.FLOOR, UOp.TRUNC, UOp.SQRT, UOp.RECIPROCAL,
+    UOp.EXP, UOp.EXP2, UOp.LN, UOp.LOG2, UOp.SIN, UOp.COS,
+]  # fmt: skip
 ARITH = [BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.MAX]
 CMP = [BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.NOTEQ, BOp.EQ]
 BITS = [BOp.BITXOR, BOp.BITOR, BOp.BITAND]
 SHIFTS = [BOp.SHL, BOp.SHR]
+
+
+def float_taint(op: UOp | BOp, d: DType) -> int:
+    """``APPROX`` for a float op that need not be correctly rounded in ``d`` (the f16 and
+    bf16 ops compute in f32), else ``IEEE``."""
+    return APPROX if op in (F64_ULPS if d is DType.F64 else F32_ULPS) else IEEE
 
 
 def int_edges(d: DType) -> list[int]:
@@ -245,9 +256,8 @@ class Gen:
 
     def unary(self, x: V) -> V:
         if x.dtype.is_float:
-            op = self.pick(IEEE_UNARY + APPROX_UNARY)
-            taint = max(x.taint, APPROX if op in APPROX_UNARY else IEEE)
-            return self.val(self.kb.unary(op, x.v), taint)
+            op = self.pick(FLOAT_UNARY)
+            return self.val(self.kb.unary(op, x.v), max(x.taint, float_taint(op, x.dtype)))
         # NEG and ABS of unsigned and bool are not in the IR.
         ops = [UOp.NEG, UOp.ABS, UOp.BITNOT] if x.dtype.is_signed else [UOp.BITNOT]
         return self.val(self.kb.unary(self.pick(ops), x.v), x.taint)
@@ -266,7 +276,7 @@ class Gen:
             b = V(kb.binary(BOp.BITAND, b.v, kb.const(8 * d.itemsize - 1, d)), b.taint)
         taint = max(a.taint, b.taint)
         if d.is_float:
-            taint = max(taint, APPROX if op is BOp.POW else IEEE)
+            taint = max(taint, float_taint(op, d))
         return self.val(kb.binary(op, a.v, b.v), taint)
 
     def cond(self) -> V:
