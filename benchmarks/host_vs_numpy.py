@@ -5,7 +5,7 @@
 1. Elementwise add, f32, 64 Mi elements (two inputs read, one output written): an IR
    kernel compiled by the host device (groups of 256 work-items, a bounds check) vs
    ``np.add(a, b, out=c)`` and the allocating ``a + b``.
-2. Row sums, f32: ``zyx.ir.examples.row_sum`` (one work-item per row, 16 partial sums so
+2. Row sums, f32: ``zyx.testing.examples.row_sum`` (one work-item per row, 16 partial sums so
    the compiler vectorizes without reassociating) vs ``np.sum(x, axis=1, out=o)``, on
    8192 x 8192 and on 1 Mi x 64.
 
@@ -36,7 +36,7 @@ from zyx.dtypes import DType
 from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
 from zyx.ir import Kernel, KernelBuilder, ParamKind, ceil_div
-from zyx.ir.examples import row_sum
+from zyx.testing.examples import row_sum
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 64 << 20

@@ -21,8 +21,8 @@ from zyx.host.compiler import HostCompiler, Toolchain, toolchain
 from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
 from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage, Value, ceil_div
-from zyx.ir.examples import examples, saxpy
 from zyx.ir.interpreter import interpret
+from zyx.testing.examples import examples, saxpy
 from zyx.testing.harness import reference, run
 from zyx.testing.kernels import cast, elementwise
 from zyx.testing.numerics import assert_close, poisoned, random

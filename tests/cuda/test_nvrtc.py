@@ -13,8 +13,8 @@ import pytest
 from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import INDEX, Kernel, KernelBuilder, ParamKind, ceil_div
-from zyx.ir.examples import examples
 from zyx.testing import kernels
+from zyx.testing.examples import examples
 
 nvrtc = pytest.importorskip("cuda.bindings.nvrtc")
 

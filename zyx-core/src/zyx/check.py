@@ -1,6 +1,6 @@
 """``zyx check [BACKEND]``: run the sample kernels on every device and check the numbers.
 
-Each kernel of :mod:`zyx.ir.examples` runs once on random data with poisoned outputs and
+Each kernel of :mod:`zyx.testing.examples` runs once on random data with poisoned outputs and
 is compared with the IR interpreter in float64 under the dtype's bound; then it is timed
 (median of a few ``launch_timed``). The table goes to stdout: this is command-line code.
 """
@@ -20,7 +20,7 @@ from zyx import plugins
 from zyx.backend import Buffer, Device
 from zyx.dtypes import DTypeCapability
 from zyx.errors import ZyxError
-from zyx.ir.examples import Example, examples
+from zyx.testing.examples import Example, examples
 from zyx.testing.harness import reference
 from zyx.testing.numerics import assert_close, relative_error
 

@@ -8,7 +8,7 @@ of the device. Several parts make one kernel, so a whole dtype's ops cost one co
 
 Every other factory returns a ``Kernel`` whose params are documented in its docstring.
 More sample kernels with their arguments (a tiled matmul among them) are in
-:mod:`zyx.ir.examples`; the suite runs those too.
+:mod:`zyx.testing.examples`; the suite runs those too.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from zyx.backend import Arg, Device, MemoryPool
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.ir import INDEX, BOp, Kernel, check_limits
-from zyx.ir.examples import matmul
 from zyx.testing._suite import Require
+from zyx.testing.examples import matmul
 from zyx.testing.harness import Buffers, HostArg, compiled, launch, reference, run
 from zyx.testing.kernels import (
     axpb,

@@ -1,6 +1,6 @@
 """Numbers: all 13 unary and 19 binary ops on every dtype they are defined for, the float
 ops and casts on NaN, infinities and signed zeros, integer overflow (which wraps) and
-bounds checks at the ends of i64, and the sample kernels of :mod:`zyx.ir.examples`,
+bounds checks at the ends of i64, and the sample kernels of :mod:`zyx.testing.examples`,
 against the interpreter in float64.
 
 An op is tested on a dtype when the device claims what it needs (MATH for the float-only
@@ -16,8 +16,8 @@ from zyx.backend import Device
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import IRError
 from zyx.ir import INDEX, BOp, KernelBuilder, ParamKind, UOp, check_limits
-from zyx.ir.examples import Example, examples
 from zyx.testing._suite import Batches
+from zyx.testing.examples import Example, examples
 from zyx.testing.harness import HostArg, reference, run
 from zyx.testing.kernels import (
     WRAPPING_BINARY,
