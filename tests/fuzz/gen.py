@@ -15,9 +15,10 @@ Each value carries a *taint*, how exactly a backend must reproduce it: ``EXACT``
 reciprocal, which OpenCL allows a few ulps off).
 
 Built with ``watch=True``, the same seed gives the same kernel plus an extra bool output
-that says, per work-item, whether any float value it computed was NaN or infinite. Only
-the reference runs that variant: a device built for finite math (zyx-opencl) is compared
-on the kernels where it stays false.
+that says, per work-item, whether any float value it computed or loaded was NaN or
+infinite. Only the reference runs that variant: a device built for finite math
+(zyx-opencl) is compared on the work-groups where it stays false for every work-item
+(a group's work-items share values through local memory, not only floats).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from zyx.testing.kernels import F32_ULPS, F64_ULPS
 from zyx.testing.numerics import Array, poisoned
 
 EXACT, IEEE, APPROX = 0, 1, 2
+PAST_END = 5
+"""Elements of every output past the last work-item's, which must stay poison."""
 T = TypeVar("T")
 
 ALL = list(DType)
@@ -117,6 +120,9 @@ class Case:
     """Param position of each output -> the highest taint of a value stored there."""
     watch: int | None
     """Param position of the non-finite flag output (``watch=True`` only)."""
+    group_size: int
+    """Work-items per group: work-item ``i`` (and output element ``i``) is of group
+    ``i // group_size``."""
 
 
 class Gen:
@@ -495,7 +501,7 @@ class Gen:
         total = self.lsize * math.prod(gsz)
         self.nbuf = 1 << max(3, (total - 1).bit_length())  # a power of two: gather masks
         args: list[Any] = []
-        self.params(args, total + 5)  # 5 elements past the end stay poison
+        self.params(args, total + PAST_END)
         variables = self.variables(args)
         nvar = kb.variable(INDEX)
         use_n = self.chance(0.5)
@@ -504,7 +510,7 @@ class Gen:
         gvar = kb.variable(INDEX) if self.chance(0.3) else None  # a symbolic group count
         if gvar is not None:
             args.append(gsz[0])
-        watch = self.watch_param(args, total + 5)
+        watch = self.watch_param(args, total + PAST_END)
         self.indices(ndim, lsz, gsz, gvar)
         self.uniform = {v.v.ref for v in variables} | {nvar.ref}
         self.watch_start()
@@ -523,7 +529,7 @@ class Gen:
                 self.store(0, self.any_value())
         if watch is not None and self.seen_nonfinite is not None:
             watch[self.gid] = self.seen_nonfinite[0]
-        return Case(kb.build(), args, self.out_taint, self.watch_pos)
+        return Case(kb.build(), args, self.out_taint, self.watch_pos, self.lsize)
 
     def watch_param(self, args: list[Any], n: int) -> Value | None:
         """``watch`` only: the flag output, one bool per work-item."""
