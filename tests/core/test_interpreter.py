@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 import zyx.ir.interpreter as interpreter
 from zyx.dtypes import DType
 from zyx.errors import IRError
-from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage, Value, ceil_div
+from zyx.ir import BOp, Kernel, KernelBuilder, ParamKind, Storage, UOp, Value, ceil_div
 from zyx.ir.interpreter import interpret
 
 F16, BF16 = np.float16, ml_dtypes.bfloat16
@@ -135,6 +136,92 @@ def test_max_of_floats_is_fmax() -> None:
     b = np.array([2.0, np.nan, -4.0], np.float32)
     kernel = binary_kernel(DType.F32, DType.F32, lambda x, y: x.builder.maximum(x, y))
     assert apply2(kernel, a, b, np.float32).tolist() == [2.0, 1.0, -3.0]
+
+
+def test_min_of_floats_is_fmin_and_of_ints_the_smaller() -> None:
+    a = np.array([np.nan, 1.0, -3.0], np.float32)
+    b = np.array([2.0, np.nan, -4.0], np.float32)
+    kernel = binary_kernel(DType.F32, DType.F32, lambda x, y: x.builder.minimum(x, y))
+    assert apply2(kernel, a, b, np.float32).tolist() == [2.0, 1.0, -4.0]
+    ints = binary_kernel(DType.I8, DType.I8, lambda x, y: x.builder.minimum(x, y))
+    got = apply2(ints, np.array([-128, 5], np.int8), np.array([127, -5], np.int8), np.int8)
+    assert got.tolist() == [-128, -5]
+    bools = binary_kernel(DType.BOOL, DType.BOOL, lambda x, y: x.builder.minimum(x, y))
+    assert apply2(bools, [True, True, False], [True, False, False], np.bool_).tolist() == [
+        True,
+        False,
+        False,
+    ]
+
+
+@pytest.mark.parametrize(
+    "op, x, want",
+    [
+        (UOp.RINT, [0.5, 1.5, 2.5, -0.5, -2.5, 2.4], [0.0, 2.0, 2.0, -0.0, -2.0, 2.0]),
+        (UOp.CEIL, [0.5, -0.5, 2.0, -2.1], [1.0, -0.0, 2.0, -2.0]),
+        (UOp.EXPM1, [1e-10, -0.0], [math.expm1(1e-10), -0.0]),  # exp(x) - 1 is 1.00000008e-10
+        (UOp.LOG1P, [1e-10, -0.0], [math.log1p(1e-10), -0.0]),
+        (UOp.LOG10, [1000.0, 0.01], [3.0, -2.0]),
+        (UOp.ATANH, [0.0, 1.0], [0.0, np.inf]),
+        (UOp.ACOSH, [1.0, 0.5], [0.0, np.nan]),
+    ],
+    ids=lambda x: getattr(x, "value", ""),
+)
+def test_new_unary_functions_are_cs(op: UOp, x: list[float], want: list[float]) -> None:
+    kernel = unary_kernel(DType.F64, DType.F64, lambda v: v.builder.unary(op, v))
+    got = apply1(kernel, np.array(x), np.float64)
+    np.testing.assert_array_equal(got, want)
+    numbers = ~np.isnan(want)
+    assert np.signbit(got[numbers]).tolist() == np.signbit(np.array(want)[numbers]).tolist()
+
+
+@pytest.mark.parametrize(
+    "op, a, b, want",
+    [
+        (BOp.ATAN2, [0.0, -0.0, 1.0], [-1.0, -1.0, 0.0], [np.pi, -np.pi, np.pi / 2]),
+        (BOp.HYPOT, [3.0, np.inf], [4.0, np.nan], [5.0, np.inf]),
+        (BOp.COPYSIGN, [1.0, -2.0, np.inf], [-0.0, 3.0, -1.0], [-1.0, 2.0, -np.inf]),
+    ],
+    ids=lambda x: getattr(x, "value", ""),
+)
+def test_new_binary_functions_are_cs(
+    op: BOp, a: list[float], b: list[float], want: list[float]
+) -> None:
+    kernel = binary_kernel(DType.F64, DType.F64, lambda x, y: x.builder.binary(op, x, y))
+    np.testing.assert_array_equal(apply2(kernel, a, b, np.float64), want)
+
+
+@pytest.mark.parametrize("dtype", [DType.F16, DType.BF16, DType.F32, DType.F64], ids=str)
+def test_nextafter_steps_in_the_operands_own_dtype(dtype: DType) -> None:
+    """f16 and bf16 compute in float32, and the reference in float64: the step is still
+    one of the dtype's own ulps, also with ``compute=float64``."""
+    t = dtype.numpy
+    info = ml_dtypes.finfo(t)
+    top, least, one = float(info.max), float(info.smallest_subnormal), 1.0
+    a = np.array([0.0, 0.0, least, -least, one, one, top, top, np.inf, np.nan, 2.0], t)
+    b = np.array([1.0, -1.0, 0.0, 1.0, 2.0, 0.0, np.inf, 0.0, 0.0, 1.0, 2.0], t)
+    with np.errstate(over="ignore"):  # the largest finite toward inf: meant
+        want = np.nextafter(a, b)
+    assert want[0] == least and want[4] == 1 + float(info.eps)  # numpy steps in t itself
+    kernel = binary_kernel(dtype, dtype, lambda x, y: x.builder.binary(BOp.NEXTAFTER, x, y))
+    native = apply2(kernel, a, b, t)
+    np.testing.assert_array_equal(native, want)
+    assert np.signbit(native.astype(np.float64)[3])  # -least toward 1 is -0
+    wide = np.zeros(len(a))
+    args = [a.astype(np.float64), b.astype(np.float64), wide, len(a)]
+    interpret(kernel, args, compute=np.float64)
+    np.testing.assert_array_equal(wide, want.astype(np.float64))
+
+
+def test_where_selects_per_item_and_broadcasts_uniform_values() -> None:
+    kb = KernelBuilder("where")
+    x, out = kb.param(DType.F32), kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    i = kb.local(0, 4)
+    v = x[i]
+    out[i] = kb.where(v < 0, 0.0, v) + kb.where(kb.const(True, DType.BOOL), 10.0, v)
+    got = np.zeros(4, np.float32)
+    interpret(kb.build(), [np.array([-1, 2, np.nan, -0.5], np.float32), got])
+    np.testing.assert_array_equal(got, [10.0, 12.0, np.nan, 10.0])
 
 
 def test_half_precision_rounds_after_every_op_unless_computed_in_float64() -> None:

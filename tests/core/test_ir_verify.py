@@ -25,6 +25,7 @@ from zyx.ir import (
     Storage,
     SymDim,
     UOp,
+    Where,
     ceil_div,
     check_limits,
     verify,
@@ -129,6 +130,47 @@ def test_math_on_integers_is_rejected() -> None:
         kb.unary(UOp.EXP, kb.group(0, 2))
 
     _fails(build, "exp needs a float operand, got i64")
+
+    def build_binary(kb: KernelBuilder) -> None:
+        g = kb.group(0, 2)
+        kb.binary(BOp.NEXTAFTER, g, g)
+
+    _fails(build_binary, "nextafter needs float operands, got i64")
+
+
+@pytest.mark.parametrize("op", [op for op in UOp if op.is_float_only], ids=lambda op: op.value)
+def test_every_float_function_rejects_integers(op: UOp) -> None:
+    def build(kb: KernelBuilder) -> None:
+        kb.unary(op, kb.group(0, 2))
+
+    _fails(build, f"{op.value} needs a float operand")
+
+
+def test_min_is_defined_on_every_dtype() -> None:
+    kb = KernelBuilder("min")
+    kb.minimum(kb.group(0, 2), 1)
+    kb.minimum(kb.const(True, DType.BOOL), False)
+    kb.build()
+
+
+def test_where_needs_a_bool_condition_and_choices_of_one_dtype() -> None:
+    def wrong_condition(kb: KernelBuilder) -> None:
+        g = kb.group(0, 2)
+        kb.where(g, g, g)
+
+    _fails(wrong_condition, "condition %0 has dtype i64, expected bool")
+    with pytest.raises(IRError, match="choice dtypes differ: i64 vs f32; insert a Cast"):
+        ops = (Const(DType.BOOL, True), Const(DType.I64, 1), Const(DType.F32, 1.0))
+        verify(Kernel("bad", (*ops, Where(0, 1, 2))))
+
+
+def test_where_takes_python_numbers_in_the_other_choices_dtype() -> None:
+    kb = KernelBuilder("where")
+    x = kb.param(DType.F16)
+    v = x[kb.local(0, 2)]
+    chosen = kb.where(v < 0, 0, v)
+    assert chosen.dtype is DType.F16
+    assert "Where(%" in str(kb.build())
 
 
 def test_duplicate_range_and_bad_local_size() -> None:

@@ -27,6 +27,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    Where,
 )
 from zyx.ir.verify import check_limits, verify
 
@@ -58,6 +59,7 @@ __all__ = [
     "Unary",
     "UOp",
     "Value",
+    "Where",
     "ceil_div",
     "check_limits",
     "verify",

@@ -12,7 +12,8 @@ Example, ``c[i] = a[i] + b[i]`` for ``i < n`` in groups of 256 work-items::
     kernel = kb.build()
 
 ``Value`` overloads Python's operators (``+ - * / % ** < > <= >= & | ^ << >> -x ~x``) and
-turns Python numbers into constants of the other operand's dtype.
+turns Python numbers into constants of the other operand's dtype; ``unary``, ``binary``
+and ``where`` build every other op (``kb.where(x < 0, 0.0, x)``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    Where,
     own_dtype,
 )
 from zyx.ir.verify import verify
@@ -232,6 +234,16 @@ class KernelBuilder:
 
     def maximum(self, a: Value, b: Operand) -> Value:
         return self.binary(BOp.MAX, a, b)
+
+    def minimum(self, a: Value, b: Operand) -> Value:
+        return self.binary(BOp.MIN, a, b)
+
+    def where(self, cond: Operand, a: Operand, b: Operand) -> Value:
+        """``a`` where ``cond`` is true, else ``b`` (both computed: a select). A Python
+        number takes the other operand's dtype, as in ``binary``."""
+        av = self.value(a, b.dtype if isinstance(b, Value) else INDEX)
+        bv = self.value(b, av.dtype)
+        return self._val(Where(self.value(cond, DType.BOOL).ref, av.ref, bv.ref))
 
     def barrier(self) -> None:
         self._emit(Barrier())

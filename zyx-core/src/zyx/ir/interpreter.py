@@ -10,9 +10,10 @@ uniform trip count, ...) stay numpy scalars and broadcast, which keeps loops che
 
 Semantics are C's, as the rendered kernels have them: integer division truncates toward
 zero and ``%`` takes the dividend's sign (both give 0 for a zero divisor, where C would
-trap), integers wrap, float-to-int casts truncate, ``max`` of floats is ``fmax``. f16 and
-bf16 values are computed in float32 and rounded to their type after every op, cast,
-constant and variable; memory holds them in their own type.
+trap), integers wrap, float-to-int casts truncate, ``max`` and ``min`` of floats are
+``fmax`` and ``fmin``, ``nextafter`` steps in the operands' own dtype. f16 and bf16 values
+are computed in float32 and rounded to their type after every op, cast, constant and
+variable; memory holds them in their own type.
 
 Work-groups are independent, so they run in chunks of about ``_CHUNK_ITEMS`` work-items to
 bound memory on large launches.
@@ -54,6 +55,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    Where,
 )  # fmt: skip
 
 Vec: TypeAlias = Any
@@ -296,6 +298,9 @@ class _Chunk:
             dtype = self.program.dtype(op.a)
             result = _binary(op.op, v[op.a], v[op.b], dtype)
             return result if op.op.is_comparison else self.types.round(result, dtype)
+        if isinstance(op, Where):
+            chosen = np.where(v[op.cond], v[op.a], v[op.b])
+            return chosen[()] if chosen.ndim == 0 else chosen  # uniform: a numpy scalar
         raise TypeError(f"cannot interpret {op}")
 
     def define(self, op: Define) -> npt.NDArray[Any]:
@@ -383,7 +388,19 @@ def _binary(op: BOp, a: Vec, b: Vec, dtype: DType) -> Vec:
         return np.not_equal(_binary(op, np.uint8(a), np.uint8(b), DType.U8), 0)
     if op is BOp.DIV and not dtype.is_float:
         return _trunc_div(a, b, dtype)
+    if op is BOp.NEXTAFTER:
+        return _nextafter(a, b, dtype)
     return _BINARY[op](a, b)
+
+
+def _nextafter(a: Vec, b: Vec, dtype: DType) -> Vec:
+    """The value of ``dtype`` next to ``a`` toward ``b``, held as ``a`` is: stepped in
+    ``dtype`` itself, whatever the values compute in (float32 for f16 and bf16, float64 for
+    the reference, where ``a`` is first rounded to ``dtype`` as a device holds it)."""
+    held = np.result_type(a, b)
+    stepped = np.nextafter(dtype.round_array(np.asarray(a)), dtype.round_array(np.asarray(b)))
+    result = stepped.astype(held)
+    return result[()] if result.ndim == 0 else result
 
 
 def _trunc_div(a: Vec, b: Vec, dtype: DType) -> Vec:
@@ -394,7 +411,9 @@ def _trunc_div(a: Vec, b: Vec, dtype: DType) -> Vec:
     return np.floor_divide(a - np.fmod(a, b), b)
 
 
-_PROMOTE_BOOL = frozenset({BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.MAX, BOp.SHL, BOp.SHR})
+_PROMOTE_BOOL = frozenset(
+    {BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.MAX, BOp.MIN, BOp.SHL, BOp.SHR}
+)
 
 _BINARY: dict[BOp, Callable[[Vec, Vec], Vec]] = {
     BOp.ADD: np.add, BOp.SUB: np.subtract, BOp.MUL: np.multiply, BOp.DIV: np.true_divide,
@@ -402,7 +421,8 @@ _BINARY: dict[BOp, Callable[[Vec, Vec], Vec]] = {
     BOp.CMPGE: np.greater_equal, BOp.MAX: np.fmax, BOp.OR: np.logical_or,
     BOp.AND: np.logical_and, BOp.BITXOR: np.bitwise_xor, BOp.BITOR: np.bitwise_or,
     BOp.BITAND: np.bitwise_and, BOp.SHL: np.left_shift, BOp.SHR: np.right_shift,
-    BOp.NOTEQ: np.not_equal, BOp.EQ: np.equal,
+    BOp.NOTEQ: np.not_equal, BOp.EQ: np.equal, BOp.MIN: np.fmin, BOp.ATAN2: np.arctan2,
+    BOp.HYPOT: np.hypot, BOp.COPYSIGN: np.copysign,
 }  # fmt: skip
 
 # Keyed by (op, operand is bool): bitnot of a bool is logical not.
@@ -412,4 +432,9 @@ _UNARY: dict[tuple[UOp, bool], Callable[[Vec], Vec]] = {
     (UOp.LN, False): np.log, (UOp.LOG2, False): np.log2, (UOp.RECIPROCAL, False): np.reciprocal,
     (UOp.SQRT, False): np.sqrt, (UOp.SIN, False): np.sin, (UOp.COS, False): np.cos,
     (UOp.FLOOR, False): np.floor, (UOp.TRUNC, False): np.trunc, (UOp.ABS, False): np.abs,
+    (UOp.TAN, False): np.tan, (UOp.TANH, False): np.tanh, (UOp.ASIN, False): np.arcsin,
+    (UOp.ACOS, False): np.arccos, (UOp.ATAN, False): np.arctan, (UOp.SINH, False): np.sinh,
+    (UOp.COSH, False): np.cosh, (UOp.ASINH, False): np.arcsinh, (UOp.ACOSH, False): np.arccosh,
+    (UOp.ATANH, False): np.arctanh, (UOp.EXPM1, False): np.expm1, (UOp.LOG1P, False): np.log1p,
+    (UOp.LOG10, False): np.log10, (UOp.CEIL, False): np.ceil, (UOp.RINT, False): np.rint,
 }  # fmt: skip

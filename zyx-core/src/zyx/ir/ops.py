@@ -49,7 +49,8 @@ class Storage(Enum):
 
 
 class UOp(Enum):
-    """zyx's unary ops."""
+    """zyx's unary ops. All but ``neg``, ``bitnot`` and ``abs`` are float only; each float
+    one is C's function of that name (``ln`` is ``log``, ``rint`` rounds half to even)."""
 
     NEG = "neg"
     BITNOT = "bitnot"
@@ -64,10 +65,35 @@ class UOp(Enum):
     FLOOR = "floor"
     TRUNC = "trunc"
     ABS = "abs"
+    TAN = "tan"
+    TANH = "tanh"
+    ASIN = "asin"
+    ACOS = "acos"
+    ATAN = "atan"
+    SINH = "sinh"
+    COSH = "cosh"
+    ASINH = "asinh"
+    ACOSH = "acosh"
+    ATANH = "atanh"
+    EXPM1 = "expm1"
+    LOG1P = "log1p"
+    LOG10 = "log10"
+    CEIL = "ceil"
+    RINT = "rint"
+
+    @property
+    def is_float_only(self) -> bool:
+        return self not in _ANY_NUMBER_UNARY
+
+
+_ANY_NUMBER_UNARY = frozenset({UOp.NEG, UOp.BITNOT, UOp.ABS})
 
 
 class BOp(Enum):
-    """zyx's binary ops. Comparisons yield ``bool``; ``or``/``and`` are logical."""
+    """zyx's binary ops. Comparisons yield ``bool``; ``or``/``and`` are logical. ``max`` and
+    ``min`` of floats are C's ``fmax`` and ``fmin`` (a NaN operand loses); ``pow``,
+    ``atan2``, ``hypot``, ``copysign`` and ``nextafter`` are float only, C's functions, and
+    ``nextafter`` steps to the next value of the operands' own dtype (f16 and bf16 too)."""
 
     ADD = "add"
     SUB = "sub"
@@ -88,13 +114,23 @@ class BOp(Enum):
     SHR = "shr"
     NOTEQ = "noteq"
     EQ = "eq"
+    MIN = "min"
+    ATAN2 = "atan2"
+    HYPOT = "hypot"
+    COPYSIGN = "copysign"
+    NEXTAFTER = "nextafter"
 
     @property
     def is_comparison(self) -> bool:
         return self in _COMPARISONS
 
+    @property
+    def is_float_only(self) -> bool:
+        return self in _FLOAT_ONLY_BINARY
+
 
 _COMPARISONS = frozenset({BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.NOTEQ, BOp.EQ})
+_FLOAT_ONLY_BINARY = frozenset({BOp.POW, BOp.ATAN2, BOp.HYPOT, BOp.COPYSIGN, BOp.NEXTAFTER})
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +226,16 @@ class Binary:
 
 
 @dataclass(frozen=True, slots=True)
+class Where:
+    """``a`` where the bool ``cond`` is true, else ``b``, both of one dtype: a select, not a
+    branch (both operands are computed, by every work-item)."""
+
+    cond: Ref
+    a: Ref
+    b: Ref
+
+
+@dataclass(frozen=True, slots=True)
 class Loop:
     """Counts its index from 0 to ``size - 1`` (``size`` is an ``INDEX`` value)."""
 
@@ -217,7 +263,7 @@ class Barrier:
 
 
 Op: TypeAlias = (
-    Param | Range | Const | Define | Load | Store | Cast | Unary | Binary
+    Param | Range | Const | Define | Load | Store | Cast | Unary | Binary | Where
     | Loop | EndLoop | If | EndIf | Barrier
 )  # fmt: skip
 
@@ -327,7 +373,7 @@ def own_dtype(op: Op, before: Sequence[DType | None]) -> DType | None:
         source = op.src
     elif isinstance(op, Unary):
         source = op.x
-    elif isinstance(op, Binary):
+    elif isinstance(op, (Binary, Where)):
         source = op.a
     else:
         return None

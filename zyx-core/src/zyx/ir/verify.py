@@ -31,13 +31,13 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    Where,
     format_op,
 )
 
 if TYPE_CHECKING:
     from zyx.backend import DeviceInfo
 
-_FLOAT_ONLY_UNARY = frozenset(UOp) - {UOp.NEG, UOp.BITNOT, UOp.ABS}
 _INT_ONLY_BINARY = frozenset({BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.SHL, BOp.SHR})
 _BOOL_ONLY_BINARY = frozenset({BOp.OR, BOp.AND})
 
@@ -165,6 +165,8 @@ class _Verifier:
             self.check_unary(op)
         elif isinstance(op, Binary):
             self.check_binary(op)
+        elif isinstance(op, Where):
+            self.check_where(op)
         elif isinstance(op, Loop):
             self.use(op.size, dtype=INDEX, what="loop size")
             self.scopes.append((self.at, []))
@@ -214,7 +216,7 @@ class _Verifier:
 
     def check_unary(self, op: Unary) -> None:
         dtype = self.use(op.x)
-        if op.op in _FLOAT_ONLY_UNARY and not dtype.is_float:
+        if op.op.is_float_only and not dtype.is_float:
             raise self.fail(f"{op.op.value} needs a float operand, got {dtype}")
         if op.op is UOp.BITNOT and dtype.is_float:
             raise self.fail(f"bitnot needs an integer or bool operand, got {dtype}")
@@ -230,8 +232,15 @@ class _Verifier:
             raise self.fail(f"{op.op.value} needs integer or bool operands, got {a}")
         if op.op in _BOOL_ONLY_BINARY and a is not DType.BOOL:
             raise self.fail(f"{op.op.value} is logical and needs bool operands, got {a}")
-        if op.op is BOp.POW and not a.is_float:
-            raise self.fail(f"pow needs float operands, got {a}")
+        if op.op.is_float_only and not a.is_float:
+            raise self.fail(f"{op.op.value} needs float operands, got {a}")
+
+    def check_where(self, op: Where) -> None:
+        self.use(op.cond, dtype=DType.BOOL, what="condition")
+        a = self.use(op.a, what="first choice")
+        b = self.use(op.b, what="second choice")
+        if a is not b:
+            raise self.fail(f"choice dtypes differ: {a} vs {b}; insert a Cast")
 
 
 def _produces_value(op: Op) -> bool:
