@@ -483,6 +483,13 @@ class Device(ABC):
         """The device string: ``cuda:0``, ``opencl:1``, ``host``."""
         return f"{self.backend}:{self.index}"
 
+    @property
+    def interpreted(self) -> bool:
+        """Whether kernels run in zyx's IR interpreter instead of being compiled: the very
+        reference that the suite and ``zyx check`` compare with, so a run on it certifies
+        nothing (the host without a C compiler). ``False`` for every real device."""
+        return False
+
     @abstractmethod
     def compile(self, kernel: Kernel) -> Program:
         """Compile ``kernel``; a failure raises KernelCompilation with the compiler's log."""

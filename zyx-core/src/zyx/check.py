@@ -3,6 +3,12 @@
 Each kernel of :mod:`zyx.testing.examples` runs once on random data with poisoned outputs and
 is compared with the IR interpreter in float64 under the dtype's bound; then it is timed
 (median of a few ``launch_timed``). The table goes to stdout: this is command-line code.
+
+A kernel is skipped, with the reason, where the device lacks its dtypes or its limits are
+smaller than the kernel's. A device that runs the IR interpreter in place of its own
+kernels (the host without a C compiler) is the reference itself: it is labelled so and its
+kernels are not counted as checked. The run fails when a kernel failed, or when no kernel
+could be checked at all.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from rich.table import Table
 from zyx import plugins
 from zyx.backend import Buffer, Device
 from zyx.dtypes import DTypeCapability
-from zyx.errors import ZyxError
+from zyx.errors import IRError, ZyxError
+from zyx.ir.verify import check_limits
 from zyx.testing.examples import Example, examples
 from zyx.testing.harness import reference
 from zyx.testing.numerics import assert_close, relative_error
@@ -36,7 +43,8 @@ class Result:
     device: str
     kernel: str
     status: str
-    """``pass``, ``FAIL`` (wrong numbers or an error) or ``skip`` (dtype unsupported)."""
+    """``pass``, ``FAIL`` (wrong numbers or an error) or ``skip`` (a dtype unsupported, the
+    device's limits too small, or the device runs the reference interpreter itself)."""
     note: str = ""
     time_ns: int | None = None
     nbytes: int = 0
@@ -50,7 +58,7 @@ class Result:
 
 def run(backend: str | None = None, console: Console | None = None) -> int:
     """Check every device of ``backend`` (default: of every usable backend). Prints a table;
-    returns 1 if any kernel failed, else 0."""
+    returns 1 if any kernel failed or none could be checked, else 0."""
     console = console or Console(highlight=False)
     devices = _devices(backend)
     if not devices:
@@ -63,7 +71,8 @@ def run(backend: str | None = None, console: Console | None = None) -> int:
         cases.append((example, args, reference(example.kernel, args)))
     results = [check(device, *case) for device in devices for case in cases]
     _report(console, devices, results)
-    return 1 if any(r.failed for r in results) else 0
+    checked = any(r.status == "pass" for r in results)
+    return 1 if not checked or any(r.failed for r in results) else 0
 
 
 def _devices(backend: str | None) -> list[Device]:
@@ -76,15 +85,33 @@ def _devices(backend: str | None) -> list[Device]:
 def check(device: Device, example: Example, args: list[Any], expected: list[Any]) -> Result:
     """Run ``example`` on ``device`` with ``args``; compare with the reference ``expected``
     (the final content of every buffer param, in order)."""
-    missing = sorted(
-        str(d) for d in example.dtypes if not device.info.supports(d, DTypeCapability.ARITHMETIC)
-    )
-    if missing:
-        return Result(device.name, example.name, "skip", f"no {', '.join(missing)} arithmetic")
+    skipped = _why_not(device, example)
+    if skipped:
+        return Result(device.name, example.name, "skip", skipped)
     try:
         return _measure(device, example, args, expected)
     except ZyxError as error:
         return Result(device.name, example.name, "FAIL", f"{type(error).__name__}: {error}")
+
+
+INTERPRETED = "runs the IR interpreter, the reference itself: nothing to compare"
+"""Why a device that interprets the IR (``Device.interpreted``) checks nothing."""
+
+
+def _why_not(device: Device, example: Example) -> str:
+    """Why ``example`` cannot be checked on ``device``, or ``""``."""
+    if device.interpreted:
+        return INTERPRETED
+    missing = sorted(
+        str(d) for d in example.dtypes if not device.info.supports(d, DTypeCapability.ARITHMETIC)
+    )
+    if missing:
+        return f"no {', '.join(missing)} arithmetic"
+    try:
+        check_limits(example.kernel, device.info)
+    except IRError as error:
+        return f"over the device's limits: {error}"
+    return ""
 
 
 def _measure(device: Device, example: Example, args: list[Any], expected: list[Any]) -> Result:
@@ -136,7 +163,8 @@ def _compare(
 
 def _report(console: Console, devices: list[Device], results: list[Result]) -> None:
     for device in devices:
-        console.print(f"[bold]{escape(device.name)}[/bold]: {escape(device.info.name)}")
+        label = " [yellow](IR interpreter: not checked)[/yellow]" if device.interpreted else ""
+        console.print(f"[bold]{escape(device.name)}[/bold]{label}: {escape(device.info.name)}")
     table = Table("device", "kernel", "time", "GB/s", "rel. error", "result")
     for r in results:
         style = {"pass": "green", "FAIL": "red", "skip": "yellow"}[r.status]
@@ -149,13 +177,29 @@ def _report(console: Console, devices: list[Device], results: list[Result]) -> N
             f"[{style}]{r.status}[/{style}]",
         )
     console.print(table)
+    # One line per device and reason: an interpreted device skips every kernel alike.
+    notes: dict[tuple[str, str, bool], list[str]] = {}
     for r in results:
         if r.note:
-            console.print(f"[{'red' if r.failed else 'yellow'}]{escape(r.device)} {r.kernel}: "
-                          f"{escape(r.note)}[/]")  # fmt: skip
-    failed = sum(r.failed for r in results)
-    summary = f"{failed} of {len(results)} failed" if failed else f"all {len(results)} passed"
-    console.print(f"[{'red' if failed else 'green'}]{summary}[/]")
+            notes.setdefault((r.device, r.note, r.failed), []).append(r.kernel)
+    for (name, note, failed), kernels in notes.items():
+        console.print(f"[{'red' if failed else 'yellow'}]{escape(name)} {', '.join(kernels)}: "
+                      f"{escape(note)}[/]")  # fmt: skip
+    console.print(_summary(results))
+
+
+def _summary(results: list[Result]) -> str:
+    """One line: how many failed, passed and were skipped; red unless some passed and none
+    failed."""
+    counts = {status: sum(r.status == status for r in results) for status in ("FAIL", "pass")}
+    skipped = len(results) - counts["FAIL"] - counts["pass"]
+    if counts["FAIL"]:
+        return f"[red]{counts['FAIL']} of {len(results)} failed[/]"
+    if not counts["pass"]:
+        return f"[red]nothing checked: all {len(results)} skipped[/]"
+    if skipped:
+        return f"[green]{counts['pass']} passed[/], [yellow]{skipped} skipped[/]"
+    return f"[green]all {len(results)} passed[/]"
 
 
 def _time(ns: int | None) -> str:
