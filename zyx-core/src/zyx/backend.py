@@ -58,23 +58,42 @@ class Buffer:
         return f"Buffer({self.pool.name}, {self.nbytes} B, refs={self.refcount})"
 
 
+_PLAIN_FORMATS = frozenset("?bBhHiIlLqQnNefdgc") | {"Zf", "Zd", "Zg"}
+"""The buffer-protocol formats of plain numbers (and bytes), less any byte-order prefix:
+what a copy takes. Anything else is refused: an object array's elements are pointers, which
+a read would forge (and crash on) and a write would copy raw; structs and strings are no
+kernel's data."""
+
+
 def byte_view(data: Any, *, writable: bool = False) -> memoryview:
-    """A flat byte view of a contiguous buffer-protocol object (numpy arrays of any dtype)."""
+    """A flat byte view of a contiguous buffer-protocol object of plain numbers (numpy
+    arrays of a numeric dtype, bf16 too)."""
     try:
         view = memoryview(data)
     except (TypeError, ValueError):
-        # numpy refuses to export extension dtypes (bf16) through the buffer protocol.
-        if not callable(getattr(data, "view", None)):
-            raise BackendError(
-                ErrorStatus.INCORRECT_KERNEL_ARG,
-                f"host data must support the buffer protocol (a numpy array), got {data!r:.80}",
-            ) from None
-        view = memoryview(data.view("uint8"))
+        # numpy refuses to export extension dtypes (bf16) through the buffer protocol; its
+        # view refuses dtypes that hold objects.
+        try:
+            view = memoryview(data.view("uint8"))
+        except (AttributeError, TypeError, ValueError):
+            raise _not_plain(data) from None
+    if view.format.lstrip("@=<>!") not in _PLAIN_FORMATS:
+        raise _not_plain(data)
     if not view.c_contiguous:
         raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, "host data must be C-contiguous")
     if writable and view.readonly:
         raise BackendError(ErrorStatus.MEMORY_COPY_P2H, "the output of a read is read-only")
     return view.cast("B") if view.format != "B" or view.ndim != 1 else view
+
+
+def _not_plain(data: object) -> BackendError:
+    dtype = getattr(data, "dtype", None)
+    what = type(data).__name__ if dtype is None else f"an array of dtype {dtype}"
+    return BackendError(
+        ErrorStatus.INCORRECT_KERNEL_ARG,
+        f"host data must support the buffer protocol and hold plain numbers (a numeric numpy "
+        f"array), got {what}: {reprlib.repr(data)}",
+    )
 
 
 class MemoryPool(ABC):
@@ -92,7 +111,7 @@ class MemoryPool(ABC):
 
     def allocate(self, nbytes: int) -> Buffer:
         """A new buffer of ``nbytes`` with refcount 1. Out of memory raises MemoryAllocation."""
-        if not isinstance(nbytes, int) or nbytes <= 0:
+        if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes <= 0:
             raise BackendError(
                 ErrorStatus.MEMORY_ALLOCATION, f"{self.name}: cannot allocate {nbytes!r} bytes"
             )

@@ -79,7 +79,7 @@ def filled(alloc: Allocations, pool: MemoryPool) -> tuple[Buffer, np.ndarray]:
 # ---- pools ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("nbytes", [0, -1, -(1 << 40), 1.5, "8", None], ids=repr)
+@pytest.mark.parametrize("nbytes", [0, -1, -(1 << 40), 1.5, "8", None, True], ids=repr)
 def test_bad_sizes_are_refused(alloc: Allocations, pool: MemoryPool, nbytes: object) -> None:
     with raises(ErrorStatus.MEMORY_ALLOCATION):
         alloc(nbytes)  # type: ignore[arg-type]
@@ -99,6 +99,32 @@ def test_out_of_memory_leaves_the_pool_usable(
     fresh = alloc(NBYTES)
     pool.write(fresh, data)
     np.testing.assert_array_equal(content(pool, fresh), data)
+
+
+NOT_PLAIN = {
+    "objects": lambda: np.array([object(), "zyx", None, 1.5] * 2, dtype=object),
+    "records with an object": lambda: np.zeros(4, dtype=[("n", np.int64), ("o", object)]),
+    "records": lambda: np.zeros(8, dtype=[("n", np.int32), ("x", np.float32)]),
+    "strings": lambda: np.array(["zyx", "abc"] * 4),
+    "a str": lambda: "zyx" * 8,
+}
+"""Host data that is no buffer of plain numbers: an object's bytes are pointers, which a read
+would forge and a write would copy raw."""
+
+
+@pytest.mark.parametrize("kind", NOT_PLAIN)
+def test_host_data_of_other_than_plain_numbers_is_refused(
+    pool: MemoryPool, filled: tuple[Buffer, np.ndarray], kind: str
+) -> None:
+    buf, data = filled
+    for operation in (pool.write, pool.read):
+        host = NOT_PLAIN[kind]()
+        before = host.copy() if isinstance(host, np.ndarray) else host
+        with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+            operation(buf, host)
+        if isinstance(host, np.ndarray):
+            assert host.tobytes() == before.tobytes(), f"a refused {operation.__name__} wrote"
+    np.testing.assert_array_equal(content(pool, buf), data)
 
 
 BAD_RANGES = [(-1, 4), (NBYTES, 1), (NBYTES - 3, 4), (0, NBYTES + 1), (1 << 62, 1), (2.0, 4)]
