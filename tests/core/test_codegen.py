@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from zyx.codegen import CDialect, sanitize
+from zyx.codegen.c import ENTRY_NAME_CHARS
 from zyx.dtypes import DType, round_to
 from zyx.ir import BOp, Kernel, KernelBuilder, ParamKind, Range, Scope
 
@@ -74,12 +75,23 @@ def test_every_value_is_assigned_to_a_typed_local() -> None:
     assert "const T_f32* restrict p0" in code
 
 
+def test_entry_points_are_prefixed_and_bounded() -> None:
+    """A plain C target includes <string.h>: a kernel named memcpy must not clash; drivers
+    name files after kernels (PoCL aborted on a name of 251 characters)."""
+    assert _Plain().render(_kernel("memcpy")).name == "zyx_kernel_memcpy"
+    long, longer = "k" * 300, "k" * 299 + "j"
+    names = {_Plain().render(_kernel(name)).name for name in (long, longer)}
+    assert len(names) == 2 and all(len(name) <= ENTRY_NAME_CHARS for name in names)
+    assert all(name.startswith("zyx_kernel_kkk") for name in names)
+    assert _Plain().render(_kernel(long)).name in names  # the same name each time
+
+
 def test_identifiers_are_sanitized() -> None:
     assert sanitize("int") == "int_"
     assert sanitize("exp") == "exp_"
     assert sanitize("9lives") == "_9lives"
     assert sanitize("a-b.c") == "a_b_c"
-    assert _Plain().render(_kernel("double")).name == "double_"
+    assert _Plain().render(_kernel("double")).name == "zyx_kernel_double_"
 
 
 def test_half_precision_arithmetic_is_rounded_each_op() -> None:

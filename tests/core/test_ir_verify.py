@@ -13,6 +13,7 @@ from zyx.ir import (
     Binary,
     BOp,
     Const,
+    Define,
     EndIf,
     EndLoop,
     Kernel,
@@ -187,12 +188,41 @@ def test_symdim_must_name_an_integer_variable() -> None:
         verify(Kernel("bad", ops))
 
 
+@pytest.mark.parametrize(
+    "ops",
+    [
+        (Range(0, Scope.GROUP, 2.5),),
+        (Range(0, Scope.GROUP, float("nan")),),
+        (Range(0, Scope.GROUP, float("inf")),),
+        (Range(0, Scope.LOCAL, 2.0),),
+        (Range(0, Scope.GROUP, True),),
+        (Range(True, Scope.GROUP, 2),),
+        (Param(DType.I64, ParamKind.VARIABLE), Range(0, Scope.GROUP, SymDim(0, 2.5))),
+        (Param(DType.I64, ParamKind.VARIABLE), Range(0, Scope.GROUP, SymDim(0.0))),
+        (Define(DType.F32, Storage.REGISTER, 2.5),),
+    ],
+    ids=repr,
+)
+def test_sizes_lengths_and_axes_must_be_ints(ops: tuple[object, ...]) -> None:
+    """A float size ran ceil(size) groups on the host, a NameError (nan) or a C compile
+    error (inf) elsewhere: the verifier refuses it when the kernel is built."""
+    with pytest.raises(IRError, match="int|axis must be|not a Variable|SymDim needs"):
+        verify(Kernel("bad", ops))
+
+
+def test_the_builder_refuses_a_float_group_count() -> None:
+    kb = KernelBuilder("g")
+    kb.group(0, 2.5)
+    with pytest.raises(IRError, match="range size 2.5 is not a positive int"):
+        kb.build()
+
+
 def test_constant_of_wrong_python_type() -> None:
     with pytest.raises(IRError, match="1.5 is not a i32 constant"):
         verify(Kernel("bad", (Const(DType.I32, 1.5),)))
 
 
-def _info(max_threads: int, local_mem: int) -> DeviceInfo:
+def _info(max_threads: int, local_mem: int, private_mem: int = 1 << 30) -> DeviceInfo:
     return DeviceInfo(
         name="tiny",
         compute=1e9,
@@ -204,6 +234,7 @@ def _info(max_threads: int, local_mem: int) -> DeviceInfo:
         preferred_vector_size=16,
         warp_size=1,
         global_mem_size=2**30,
+        private_mem_size=private_mem,
     )
 
 
@@ -222,6 +253,19 @@ def test_local_memory_over_device_limit() -> None:
     kernel = kb.build()
     with pytest.raises(IRError, match="needs 4096 bytes of local memory, tiny has 1024"):
         verify(kernel, _info(256, 1024))
+
+
+def test_register_arrays_over_device_limit_count_every_work_item_of_a_group() -> None:
+    """A CPU holds a group's register arrays on one thread's stack: 4,000,000 f32 of them
+    segfaulted at launch on the host and on PoCL."""
+    kb = KernelBuilder("registers")
+    kb.local(0, 64)
+    kb.define(DType.F32, 1000)
+    kb.define(DType.F64, 12)
+    kernel = kb.build()
+    with pytest.raises(IRError, match=r"4096 bytes .* 262144 for a group of 64, over tiny's limit"):
+        check_limits(kernel, _info(256, 1024, private_mem=262143))
+    check_limits(kernel, _info(256, 1024, private_mem=262144))
 
 
 def test_constant_group_count_over_device_limit_names_the_limit() -> None:

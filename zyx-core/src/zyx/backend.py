@@ -222,6 +222,13 @@ class DeviceInfo:
     """Float ops keep subnormal values, in and out, as IEEE 754 has them. ``False``: they may
     be flushed to zero (GPUs' flush-to-zero modes; OpenCL devices without ``CL_FP_DENORM``
     for float), and the suite skips its subnormal tests."""
+    private_mem_size: int = sys.maxsize
+    """Bytes of register arrays (``Define`` in ``Storage.REGISTER``, spilled to memory past
+    ``max_register_bytes``) that the work-items of one group may hold together; a kernel
+    past it is refused at compile. A CPU runs a group on one thread's stack, where its
+    items' arrays lie side by side, and past the stack a launch kills the process
+    (``zyx.host.limits``). Unbounded by default: a GPU's compiler refuses a kernel past its
+    per-thread limit itself."""
 
     def supports(self, dtype: DType, capability: DTypeCapability = DTypeCapability.STORAGE) -> bool:
         return capability in self.dtypes.get(dtype, DTypeCapability.NONE)

@@ -23,9 +23,6 @@ _STORAGE = {
 }  # fmt: skip
 
 _AXES = "xyz"
-_ENTRY = "zyx_kernel_"
-"""Prefix of entry points: C linkage puts kernel names beside CUDA's own (``exp``,
-``printf``, ``threadIdx``), so a kernel may not take any of them bare."""
 _SHARED = "zyx_shared_memory"
 _SHARED_ALIGN = 16
 
@@ -82,9 +79,6 @@ class CudaDialect(CDialect):
         if shared_layout(kernel):
             lines.append(f"extern __shared__ __align__({_SHARED_ALIGN}) char {_SHARED}[];")
         return "\n".join(lines)
-
-    def entry_name(self, kernel: Kernel) -> str:
-        return _ENTRY + super().entry_name(kernel)
 
     def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
         local = kernel.local_size

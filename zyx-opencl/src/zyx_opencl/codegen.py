@@ -15,7 +15,7 @@ compiler may use it to drop bounds on the work-group.
 
 from __future__ import annotations
 
-from zyx.codegen import CDialect, sanitize
+from zyx.codegen import CDialect
 from zyx.dtypes import DType
 from zyx.ir.ops import Kernel, Range, Scope
 
@@ -64,17 +64,15 @@ class OpenCLDialect(CDialect):
     name = "opencl"
     global_qualifier = "__global "
     long_suffix = "L"
+    # OpenCL C reserves hundreds of names at file scope (float4, _Bool, get_global_id,
+    # every math function): a prefix no builtin and no zyx_ helper has avoids them all.
+    entry_prefix = "k_"
 
     def __init__(self, *, fp16: bool = False) -> None:
         self.fp16 = fp16
 
     def storage_type(self, dtype: DType) -> str:
         return _STORAGE[dtype]
-
-    def entry_name(self, kernel: Kernel) -> str:
-        # OpenCL C reserves hundreds of names at file scope (float4, _Bool, get_global_id,
-        # every math function): a prefix no builtin and no zyx_ helper has avoids them all.
-        return f"k_{sanitize(kernel.name)}"
 
     def preamble(self, kernel: Kernel) -> str:
         dtypes = kernel.used_dtypes

@@ -10,6 +10,7 @@ launch to it.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
 
 import pyopencl as cl
@@ -18,6 +19,7 @@ from zyx import nvidia
 from zyx.backend import Arg, Device, DeviceInfo, Program, check_compilable, not_a_program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
+from zyx.host.limits import private_budget
 from zyx.ir import Kernel
 from zyx_opencl.codegen import OpenCLDialect
 from zyx_opencl.compiler import Compiler
@@ -65,6 +67,8 @@ def device_info(device: cl.Device) -> DeviceInfo:
         dtypes=_dtypes(device, extensions),
         finite_math=True,  # compiler.BUILD_OPTIONS
         subnormals=bool(device.single_fp_config & cl.device_fp_config.DENORM),
+        # A CPU runs a group on one thread's stack (PoCL's threads get RLIMIT_STACK's).
+        private_mem_size=private_budget() if device.type & cl.device_type.CPU else sys.maxsize,
     )
 
 

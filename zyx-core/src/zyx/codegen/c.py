@@ -86,6 +86,22 @@ def sanitize(name: str) -> str:
     return ident + "_" if ident in _RESERVED else ident
 
 
+ENTRY_NAME_CHARS = 64
+"""The longest entry point a dialect renders: drivers name symbols and files after kernels
+(PoCL aborted on a kernel name of 251 characters), and profilers show them. A longer one
+keeps its start and ends in a hash of the whole kernel name, so that it stays unique."""
+
+
+def entry_symbol(prefix: str, name: str) -> str:
+    """``prefix`` and the kernel name ``name`` as an identifier of at most
+    ``ENTRY_NAME_CHARS`` characters."""
+    ident = prefix + sanitize(name)
+    if len(ident) <= ENTRY_NAME_CHARS:
+        return ident
+    digest = hashlib.sha256(name.encode()).hexdigest()[:16]
+    return f"{ident[: ENTRY_NAME_CHARS - len(digest) - 1]}_{digest}"
+
+
 _BINARY_INFIX = {
     BOp.ADD: "+", BOp.SUB: "-", BOp.MUL: "*", BOp.DIV: "/", BOp.CMPLT: "<", BOp.CMPGT: ">",
     BOp.CMPGE: ">=", BOp.OR: "||", BOp.AND: "&&", BOp.BITXOR: "^", BOp.BITOR: "|",
@@ -304,10 +320,15 @@ class CDialect:
         """A math function's name for ``dtype`` (``expf`` vs ``exp`` where the language needs)."""
         return name
 
+    entry_prefix = "zyx_kernel_"
+    """What every entry point's name starts with: C links kernels beside the C library's
+    functions and the language's own names (``memcpy``, ``exp``, ``threadIdx``), which a
+    kernel's name may be."""
+
     def entry_name(self, kernel: Kernel) -> str:
-        """The entry point's name in this language (the kernel's name, made an identifier
-        that no keyword or builtin of the language takes)."""
-        return sanitize(kernel.name)
+        """The entry point's name in this language: ``entry_prefix`` and the kernel's name,
+        made an identifier of at most ``ENTRY_NAME_CHARS`` (``entry_symbol``)."""
+        return entry_symbol(self.entry_prefix, kernel.name)
 
     # ---- the renderer -------------------------------------------------------------------
 

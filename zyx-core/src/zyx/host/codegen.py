@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from zyx.codegen.c import CDialect, Source, sanitize
+from zyx.codegen.c import CDialect, Source
 from zyx.dtypes import DType
 from zyx.host.phases import GroupLoop, Guard, Hoisted, Phase, Schedule, Step, schedule
 from zyx.ir.ops import (
@@ -228,8 +228,7 @@ class HostDialect(CDialect):
         """The kernel as host C; raises IRError where a barrier loop's trip count varies."""
         self._schedule = schedule(kernel)
         self._local_axes = _axes(kernel, Scope.LOCAL)
-        # Prefixed: a kernel may be named like a C library function (exp, memcpy).
-        name = f"zyx_kernel_{sanitize(kernel.name)}"
+        name = self.entry_name(kernel)
         out = _Lines()
         out.add(self.signature(kernel, name, []) + " {", +1)
         self.unpack_params(kernel, out)

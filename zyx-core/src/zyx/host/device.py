@@ -31,6 +31,7 @@ from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.host.codegen import HostDialect
 from zyx.host.compiler import HostCompiler, KernelFunction, Toolchain, find_compiler, toolchain
 from zyx.host.cpu import cpu_info
+from zyx.host.limits import private_budget
 from zyx.host.pool import HostPool
 from zyx.ir.interpreter import interpret
 from zyx.ir.ops import Kernel
@@ -219,4 +220,5 @@ def _device_info(found: Toolchain | None, pool: HostPool) -> DeviceInfo:
         warp_size=1,
         global_mem_size=pool.capacity,
         dtypes=dtypes,
+        private_mem_size=private_budget(),  # a group's work-items run on one thread's stack
     )

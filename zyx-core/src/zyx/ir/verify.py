@@ -52,8 +52,8 @@ def verify(kernel: Kernel, info: DeviceInfo | None = None) -> None:
 
 
 def check_limits(kernel: Kernel, info: DeviceInfo) -> None:
-    """Raise ``IRError`` if the kernel's local size, constant group counts or local memory
-    exceed the device's."""
+    """Raise ``IRError`` if the kernel's local size, constant group counts, local memory or
+    register arrays exceed the device's."""
     local = kernel.local_size
     threads = local[0] * local[1] * local[2]
     if threads > info.max_local_threads:
@@ -73,16 +73,29 @@ def check_limits(kernel: Kernel, info: DeviceInfo) -> None:
                 f"kernel {kernel.name!r}: {groups} work-groups on axis {axis} is over "
                 f"{info.name}'s limit of {limit}"
             )
-    local_bytes = sum(
-        op.length * op.dtype.itemsize
-        for op in kernel.ops
-        if isinstance(op, Define) and op.storage is Storage.LOCAL
-    )
+    local_bytes = _defined_bytes(kernel, Storage.LOCAL)
     if local_bytes > info.local_mem_size:
         raise IRError(
             f"kernel {kernel.name!r}: needs {local_bytes} bytes of local memory, "
             f"{info.name} has {info.local_mem_size}"
         )
+    private = _defined_bytes(kernel, Storage.REGISTER)
+    if private * threads > info.private_mem_size:
+        raise IRError(
+            f"kernel {kernel.name!r}: {private} bytes of register arrays per work-item, "
+            f"{private * threads} for a group of {threads}, over {info.name}'s limit of "
+            f"{info.private_mem_size} per group"
+        )
+
+
+def _defined_bytes(kernel: Kernel, storage: Storage) -> int:
+    """Bytes of the kernel's ``Define``s in ``storage``, all of them: a compiler may keep
+    every one for the whole kernel."""
+    return sum(
+        op.length * op.dtype.itemsize
+        for op in kernel.ops
+        if isinstance(op, Define) and op.storage is storage
+    )
 
 
 class _Verifier:
@@ -150,8 +163,8 @@ class _Verifier:
         elif isinstance(op, Const):
             self.check_const(op)
         elif isinstance(op, Define):
-            if op.length < 1:
-                raise self.fail(f"Define of {op.length} elements")
+            if not _is_int(op.length) or op.length < 1:
+                raise self.fail(f"Define of {op.length!r} elements: a positive int is needed")
         elif isinstance(op, Load):
             self.storage(op.src, write=False)
             self.use(op.index, dtype=INDEX, what="index")
@@ -186,7 +199,7 @@ class _Verifier:
         self.live.difference_update(inner)
 
     def check_range(self, op: Range) -> None:
-        if op.axis not in (0, 1, 2):
+        if not _is_int(op.axis) or op.axis not in (0, 1, 2):
             raise self.fail("axis must be 0, 1 or 2")
         if (op.axis, op.scope) in self.ranges:
             raise self.fail(f"a second {op.scope.value} range on axis {op.axis}")
@@ -197,14 +210,18 @@ class _Verifier:
             if op.scope is Scope.LOCAL:
                 raise self.fail("a local size must be a constant")
             self.check_symdim(op.size)
-        elif op.size < 1:
-            raise self.fail(f"range size {op.size} is not positive")
+        elif not _is_int(op.size) or op.size < 1:
+            raise self.fail(f"range size {op.size!r} is not a positive int (nor a SymDim)")
 
     def check_symdim(self, dim: SymDim) -> None:
         params = self.kernel.params
-        if not 0 <= dim.param < len(params) or params[dim.param].kind is not ParamKind.VARIABLE:
-            raise self.fail(f"SymDim refers to param {dim.param}, which is not a Variable")
-        if not params[dim.param].dtype.is_int or dim.div < 1:
+        if (
+            not _is_int(dim.param)
+            or not 0 <= dim.param < len(params)
+            or params[dim.param].kind is not ParamKind.VARIABLE
+        ):
+            raise self.fail(f"SymDim refers to param {dim.param!r}, which is not a Variable")
+        if not params[dim.param].dtype.is_int or not _is_int(dim.div) or dim.div < 1:
             raise self.fail("SymDim needs an integer Variable and a positive divisor")
 
     def check_const(self, op: Const) -> None:
@@ -241,6 +258,12 @@ class _Verifier:
         b = self.use(op.b, what="second choice")
         if a is not b:
             raise self.fail(f"choice dtypes differ: {a} vs {b}; insert a Cast")
+
+
+def _is_int(value: object) -> bool:
+    """Whether ``value`` is an int and no bool: what sizes, axes and lengths are. A float
+    size would run ``ceil`` groups on one backend and fail to render on another."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _produces_value(op: Op) -> bool:

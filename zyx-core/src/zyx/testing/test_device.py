@@ -13,7 +13,7 @@ import pytest
 from zyx.backend import Arg, Device, MemoryPool
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
-from zyx.ir import INDEX, BOp, Kernel, check_limits
+from zyx.ir import INDEX, BOp, Kernel, KernelBuilder, ParamKind, check_limits
 from zyx.testing._suite import Require
 from zyx.testing.examples import matmul
 from zyx.testing.harness import Buffers, HostArg, compiled, launch, reference, run
@@ -44,6 +44,20 @@ def test_info_describes_a_device(device: Device) -> None:
     assert all(d >= 1 for d in (*info.max_global_work_dims, *info.max_local_work_dims))
     assert info.local_mem_size >= 0 and info.global_mem_size > 0
     assert isinstance(device.pool, MemoryPool)
+
+
+@pytest.mark.parametrize(
+    "name", ["memcpy", "printf", "main", "k" * 300], ids=lambda name: name[:8] + str(len(name))
+)
+def test_any_identifier_names_a_kernel(device: Device, require: Require, name: str) -> None:
+    """A kernel named like a C library function or at length (PoCL aborted on one of 251
+    characters) compiles and runs: entry points are the backend's to name."""
+    require(DType.F32, ARITHMETIC)
+    kb = KernelBuilder(name)
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    out[kb.local(0, 1)] = 1.5
+    (result,) = run(device, kb.build(), [poisoned(DType.F32, 1)])
+    assert result[0] == 1.5
 
 
 def test_group_count_follows_a_variable(device: Device, local: int, require: Require) -> None:

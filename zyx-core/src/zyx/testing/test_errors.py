@@ -455,6 +455,21 @@ def test_local_memory_over_the_limit_is_refused(device: Device) -> None:
     refused_at_compile(device, local_memory(limit + 4), limit)
 
 
+def test_register_arrays_over_the_limit_are_refused(device: Device) -> None:
+    limit = device.info.private_mem_size
+    if limit >= 1 << 40:
+        pytest.skip(f"{device.name} sets no private_mem_size: its compiler bounds registers")
+    kb = KernelBuilder("registers")
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    kb.local(0, 1)
+    length = limit // 4 + 1
+    registers = kb.define(DType.F32, length)
+    with kb.loop(length) as j:
+        registers[j] = j.cast(DType.F32)
+    out[0] = registers[length - 1]
+    refused_at_compile(device, kb.build(), limit)
+
+
 def test_constant_group_count_over_the_limit_is_refused(device: Device) -> None:
     limit = device.info.max_global_work_dims[1]
     kb = KernelBuilder("too_many_groups")
