@@ -29,8 +29,13 @@ _LAZY = {
     "configure": "zyx.plugins",
     "device": "zyx.plugins",
     "devices": "zyx.plugins",
+    "realize": "zyx.runtime",
+    "stats": "zyx.runtime",
 }
-"""Public name to the module that defines it, imported on first access."""
+"""Public name to the module that defines it, imported on first access. Every name of
+the array namespace (``zyx.array.__all__``) is too."""
+
+__array_api_version__ = "2024.12"
 
 __all__ = [
     "BackendError", "ConfigError", "DeviceNotFoundError", "ErrorStatus", "IRError",
@@ -41,6 +46,10 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
+    if module is None and not name.startswith("__"):
+        array = importlib.import_module("zyx.array")
+        if name in array.__all__:
+            module = "zyx.array"
     if module is None:
         raise AttributeError(f"module 'zyx' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
@@ -49,7 +58,9 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    from zyx.array import __all__ as names
+
+    return sorted(set(globals()) | set(_LAZY) | set(names))
 
 
 log.setup()

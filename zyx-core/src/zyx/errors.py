@@ -93,3 +93,8 @@ def _requested(request: str, problem: str) -> str:
 
 class IRError(ZyxError):
     """A kernel is malformed. Says what is wrong and at which op."""
+
+
+class DTypeError(ZyxError, TypeError):
+    """An array's dtype is not allowed where it is used: the device cannot hold or compute
+    it (float64 where there is no fp64), or the operation does not take it."""

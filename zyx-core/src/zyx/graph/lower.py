@@ -1,0 +1,597 @@
+"""Lowering: one scheduled kernel (a ``KernelSpec``) to a ``zyx.ir.Kernel``.
+
+Every node is evaluated as an expression at an ``Index`` of its shape: elementwise nodes
+pass the index on, views and reshapes turn it into an index of their source, and inputs
+(realized nodes, or other kernels' outputs) become loads. Sizes, strides and offsets are
+``Variable`` params (``Exprs.sym``), so the IR depends on the graph's structure only.
+
+Three templates:
+
+- map: one work-item per output element, flat index ``gid * L + lid``;
+- group reduce: one work-group per row (the kept dims), its work-items striding over the
+  reduced elements, then a tree in local memory; for rows whose reduced dims are
+  contiguous in memory;
+- thread reduce: one work-item per row, a loop over the reduced elements; for rows whose
+  kept dims are the contiguous ones (neighbouring work-items read neighbouring elements).
+
+A reduce kernel runs its ``passes`` (reductions over the same rows) one after another;
+later passes and the output read earlier passes' results, and an output of the full
+shape is written in a last pass over the row (softmax in one kernel).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+from zyx.dtypes import DType
+from zyx.errors import ZyxError
+from zyx.graph.exprs import Emitter, Expr, Exprs
+from zyx.graph.nodes import Node, Op, ReduceOp, Reduction
+from zyx.graph.views import Term, View
+from zyx.ir.builder import KernelBuilder, Value, ceil_div
+from zyx.ir.ops import INDEX, BOp, Kernel, ParamKind, Storage
+
+MAP_LOCAL = 256
+"""Work-items per group of a map or thread-reduce kernel."""
+
+
+class ScheduleError(ZyxError):
+    """The scheduler handed lowering a kernel it cannot build: a bug in zyx."""
+
+
+@dataclass
+class KernelSpec:
+    """What one kernel computes, as the scheduler decided."""
+
+    output: Node
+    """The node the kernel writes (its shape is the full shape or the rows' shape)."""
+    passes: list[Node] = field(default_factory=list)
+    """The reductions it computes, in order; none for a map kernel."""
+    group: bool = False
+    """Reduce rows with a work-group each (else a work-item each)."""
+
+    @property
+    def reduction(self) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+        """The full shape and the reduced axes of every pass, or None for a map kernel."""
+        if not self.passes:
+            return None
+        first = self.passes[0]
+        return first.srcs[0].shape, first.arg.axes
+
+
+@dataclass
+class Lowered:
+    """A kernel and what each of its params is bound to at a launch."""
+
+    kernel: Kernel
+    args: list[Any]
+    """Per param, in order: the ``Node`` whose buffer it is, an ``int`` (a shape number),
+    or a ``SCALAR`` node (its value)."""
+    groups: int
+    """Work-groups the launch runs (for a plan to skip empty launches)."""
+
+
+class Index:
+    """An index into a shape, as expressions: per-dim indices, and the row-major flat index.
+    Either may be known first; the other is derived where something asks for it."""
+
+    __slots__ = ("x", "sizes", "_dims", "_flat")
+
+    def __init__(
+        self, x: Exprs, sizes: Sequence[Expr], dims: Sequence[Expr] | None = None,
+        flat: Expr | None = None,
+    ) -> None:  # fmt: skip
+        self.x = x
+        self.sizes = tuple(sizes)
+        self._dims = tuple(dims) if dims is not None else None
+        self._flat = flat
+
+    @property
+    def dims(self) -> tuple[Expr, ...]:
+        if self._dims is None:
+            assert self._flat is not None
+            x, dims, rest = self.x, [], self._flat
+            # The outermost dim of more than one element takes what is left undivided (the
+            # flat index is in range), so a 1-D shape's index is the flat index itself.
+            ones = [s.constant == (1, int) for s in self.sizes]
+            outer = ones.index(False) if False in ones else len(ones)
+            for d in range(len(self.sizes) - 1, -1, -1):
+                if ones[d]:
+                    dims.append(x.const(0))
+                    continue
+                dims.append(rest if d == outer else x.mod(rest, self.sizes[d]))
+                rest = x.div(rest, self.sizes[d])
+            self._dims = tuple(reversed(dims))
+        return self._dims
+
+    @property
+    def flat(self) -> Expr:
+        if self._flat is None:
+            x, flat = self.x, self.x.const(0)
+            for size, dim in zip(self.sizes, self.dims):
+                flat = x.add(x.mul(flat, size), dim)
+            self._flat = flat
+        return self._flat
+
+
+class Lowerer:
+    """Builds the expressions of one kernel, then writes its IR."""
+
+    def __init__(self, spec: KernelSpec, is_input: Any, local: int) -> None:
+        self.spec = spec
+        self.is_input = is_input
+        self.local = local
+        self.x = Exprs()
+        self.args: list[Any] = []
+        self.sym_args: list[Any] = []
+        self.slots: dict[int, int] = {}
+        self.memo: dict[tuple[int, int], Expr] = {}
+        self.indices: dict[tuple[int, int], Index] = {}
+        self.results: dict[int, Expr] = {}
+        self.scalars: dict[int, Expr] = {}
+        self.row_dims: tuple[Expr, ...] | None = None
+        self.names: list[str] = []
+
+    # ---- shape numbers --------------------------------------------------------------------
+
+    def sym(self, value: int) -> Expr:
+        """A shape number: a ``Variable`` holding ``value`` (a constant where it is 0 or 1,
+        which decide structure: a broadcast, an unsliced dim)."""
+        if value in (0, 1):
+            return self.x.const(value)
+        self.sym_args.append(value)
+        return self.x.sym()
+
+    def sizes(self, shape: tuple[int, ...]) -> list[Expr]:
+        return [self.sym(n) if n != 1 else self.x.const(1) for n in shape]
+
+    # ---- evaluation -----------------------------------------------------------------------
+
+    def value(self, node: Node, index: Index) -> Expr:
+        key = (id(node), id(index))
+        found = self.memo.get(key)
+        if found is None:
+            found = self._value(node, index)
+            self.memo[key] = found
+        return found
+
+    def _value(self, node: Node, index: Index) -> Expr:  # noqa: C901 - one case per op
+        x = self.x
+        if self.is_input(node):
+            return x.load(self.slot(node, ParamKind.GLOBAL), index.flat, node.dtype)
+        op = node.op
+        if op is Op.CONST:
+            return x.const(node.arg, node.dtype)
+        if op is Op.SCALAR:  # one Variable per scalar, however many indices read it
+            found = self.scalars.get(id(node))
+            if found is None:
+                self.sym_args.append(node)
+                found = self.scalars[id(node)] = x.sym(node.dtype)
+            return found
+        if op is Op.IOTA:
+            return index.dims[node.arg]
+        if op is Op.VIEW:
+            return self._view(node, index)
+        if op is Op.RESHAPE:
+            src = node.srcs[0]
+            inner = self._index(
+                node, index, lambda: Index(x, self.sizes(src.shape), flat=index.flat)
+            )
+            return self.value(src, inner)
+        if op is Op.REDUCE:
+            return self._result(node, index)
+        if op is Op.GATHER:
+            return self._gather(node, index)
+        if op is Op.SCATTER:
+            return self._scatter(node, index)
+        srcs = [self.value(s, index) for s in node.srcs]
+        self.names.append(node.arg.value if op in (Op.UNARY, Op.BINARY) else op.value)
+        if op is Op.UNARY:
+            return x.unary(node.arg, srcs[0])
+        if op is Op.BINARY:
+            return x.binary(node.arg, srcs[0], srcs[1])
+        if op is Op.WHERE:
+            return x.where(srcs[0], srcs[1], srcs[2])
+        if op is Op.CAST:
+            return x.cast(srcs[0], node.dtype)
+        raise ScheduleError(f"{node!r} reached lowering unrealized")
+
+    def _index(self, node: Node, index: Index, make: Any, source: int = 0) -> Index:
+        """The index of ``node``'s source ``source`` at ``index``, made once (so that the
+        same path through the graph meets the memo)."""
+        key = (id(node), id(index), source)
+        found = self.indices.get(key)
+        if found is None:
+            found = make()
+            self.indices[key] = found
+        return found
+
+    def _view(self, node: Node, index: Index) -> Expr:
+        x, v, src = self.x, node.arg, node.srcs[0]
+        if preserves_flat(v):
+            inner = self._index(
+                node, index, lambda: Index(x, self.sizes(src.shape), flat=index.flat)
+            )
+            return self.value(src, inner)
+        valid = x.all([self._check(t, b, index) for t, b in v.checks])
+        clamp = valid.constant is None
+        # An invalid index reads zero; its loads go to element 0 so they stay in bounds.
+        dims = [self._term(t, index) for t in v.terms]
+        if clamp:
+            dims = [x.where(valid, d, x.const(0)) for d in dims]
+        sizes = [
+            index.sizes[t.dim] if _unsliced(t, v, j) else self.sym(n) if n != 1 else x.const(1)
+            for j, (t, n) in enumerate(zip(v.terms, v.source))
+        ]
+        inner = self._index(node, index, lambda: Index(x, sizes, dims=dims))
+        out = self.value(src, inner)
+        if not clamp:
+            return out if valid.constant[0] else x.const(0, node.dtype)
+        return x.where(valid, out, x.const(0, node.dtype))
+
+    def _gather(self, node: Node, index: Index) -> Expr:
+        """``x`` at the indices ``indices`` holds, each wrapped once if negative and clamped
+        into range (an index out of range reads a valid element, never outside memory)."""
+        x, (src, indices), g = self.x, node.srcs, node.arg
+        dims, sizes = list(index.dims), list(index.sizes)
+        count = 1 if g.along else len(indices.shape)
+        part = slice(g.axis, g.axis + count)
+        at = (
+            index
+            if g.along
+            else self._index(node, index, lambda: Index(x, sizes[part], dims=dims[part]), source=1)
+        )
+        position = x.cast(self.value(indices, at), INDEX)
+        n = self.sym(src.shape[g.axis])
+        position = x.where(x.lt(position, x.const(0)), x.add(position, n), position)
+        position = x.where(x.lt(position, x.const(0)), x.const(0), position)
+        last = x.binary(BOp.SUB, n, x.const(1))
+        position = x.where(x.lt(position, n), position, last)
+        dims[part], sizes[part] = [position], [n]
+        inner = self._index(node, index, lambda: Index(x, sizes, dims=dims))
+        return self.value(src, inner)
+
+    def _scatter(self, node: Node, index: Index) -> Expr:
+        """``value`` inside the region the view selects, ``x`` elsewhere: each dim of
+        ``x`` is inside where its index is one the region's term reaches."""
+        x, (src, value), region = self.x, node.srcs, node.arg
+        if region.checks:
+            raise ScheduleError("x[key] = value with a padded region")
+        inside, coords = [], [x.const(0)] * len(region.shape)
+        for j, t in zip(index.dims, region.terms):
+            if t.dim is None:
+                inside.append(x.binary(BOp.EQ, j, self.sym(t.offset)))
+                continue
+            diff = x.binary(BOp.SUB, j, self.sym(t.offset))
+            scale = self.sym(t.scale) if t.scale not in (0, 1) else x.const(t.scale)
+            i = x.div(diff, scale)
+            size = self.sym(region.shape[t.dim])
+            inside.append(x.binary(BOp.EQ, x.mod(diff, scale), x.const(0)))
+            inside.append(x.binary(BOp.CMPGE, i, x.const(0)))
+            inside.append(x.lt(i, size))
+            coords[t.dim] = x.where(x.all(inside[-3:]), i, x.const(0))
+        valid = x.all(inside)
+        sizes = self.sizes(region.shape)
+        at = self._index(node, index, lambda: Index(x, sizes, dims=coords), source=1)
+        return x.where(valid, self.value(value, at), self.value(src, index))
+
+    def _term(self, t: Term, index: Index) -> Expr:
+        x = self.x
+        if t.dim is None:
+            return self.sym(t.offset)
+        scaled = index.dims[t.dim] if t.scale == 1 else x.mul(index.dims[t.dim], self.sym(t.scale))
+        return x.add(scaled, self.sym(t.offset)) if t.offset else scaled
+
+    def _check(self, t: Term, bound: int, index: Index) -> Expr:
+        x = self.x
+        value = self._term(t, index)
+        return x.binary(
+            BOp.AND, x.binary(BOp.CMPGE, value, x.const(0)), x.lt(value, self.sym(bound))
+        )
+
+    def _result(self, node: Node, index: Index) -> Expr:
+        found = self.results.get(id(node))
+        kept, _ = self.row_split()
+        dims = index.dims
+        same_row = (
+            self.row_dims is not None
+            and all(dims[d] is self.row_dims[i] for i, d in enumerate(kept))
+            and all(dims[d].constant == (0, int) for d in node.arg.axes)
+        )
+        if found is None or not same_row:
+            raise ScheduleError(f"{node!r} is read in a kernel that does not compute its row")
+        return found
+
+    def slot(self, node: Node, kind: ParamKind) -> int:
+        found = self.slots.get(id(node))
+        if found is None:
+            found = self.x.buffer(node.dtype, kind)
+            self.slots[id(node)] = found
+            self.args.append(node)
+        return found
+
+    # ---- kernels --------------------------------------------------------------------------
+
+    def row_split(self) -> tuple[list[int], list[int]]:
+        """The full shape's kept and reduced dims."""
+        reduction = self.spec.reduction
+        assert reduction is not None
+        full, axes = reduction
+        return [d for d in range(len(full)) if d not in axes], list(axes)
+
+    def lower(self) -> Lowered:
+        return self._map() if self.spec.reduction is None else self._reduce()
+
+    def _map(self) -> Lowered:
+        x, out, local = self.x, self.spec.output, self.local
+        n = self.count(out.size)
+        gid, lid = x.special("gid", 0), x.special("lid", 0)
+        i = x.add(x.mul(gid, x.const(local)), lid)
+        value = self.value(out, Index(x, self.sizes(out.shape), flat=i))
+        slot = self.slot(out, ParamKind.GLOBAL_MUT)
+        emit, kb = self._begin("e")
+        emit.bind(gid, kb.group(0, ceil_div(self._syms[n.arg], local)))
+        emit.bind(lid, kb.local(0, local))
+        with kb.if_(emit.value(x.lt(i, n))), emit.scope():
+            kb.store(self._buffers[slot], emit.value(i), emit.value(value))
+        return Lowered(kb.build(), self.args + self.sym_args, -(-out.size // local))
+
+    def count(self, value: int) -> Expr:
+        """A ``Variable`` for a work count, even where it is 1 (a group count is one)."""
+        self.sym_args.append(value)
+        return self.x.sym()
+
+    def _reduce(self) -> Lowered:
+        x, spec, local = self.x, self.spec, self.local
+        full, _ = spec.reduction  # type: ignore[misc]
+        kept, red = self.row_split()
+        sizes = self.sizes(full)
+        rows_n, size_n = prod(full[d] for d in kept), prod(full[d] for d in red)
+        rows, size = self.count(rows_n), self.count(size_n)
+        gid, lid = x.special("gid", 0), x.special("lid", 0)
+        row = gid if spec.group else x.add(x.mul(gid, x.const(local)), lid)
+        self.row_dims = Index(x, [sizes[d] for d in kept], flat=row).dims
+        trailing = red == list(range(len(full) - len(red), len(full)))
+
+        def full_index(r: Expr) -> Index:
+            rdims = Index(x, [sizes[d] for d in red], flat=r).dims
+            dims: list[Expr] = [x.const(0)] * len(full)
+            for d, e in zip(kept, self.row_dims or ()):
+                dims[d] = e
+            for d, e in zip(red, rdims):
+                dims[d] = e
+            flat = x.add(x.mul(row, size), r) if trailing else None
+            return Index(x, sizes, dims=dims, flat=flat)
+
+        loops = []
+        for p, node in enumerate(spec.passes):
+            j = x.special("loop", p, depth=1)
+            r = x.add(x.mul(j, x.const(local)), lid) if spec.group else j
+            acc = accumulator(node.arg.op, node.srcs[0].dtype)
+            value = x.cast(self.value(node.srcs[0], full_index(r)), acc)
+            loops.append((j, r, value))
+            kind = DType.I64 if node.arg.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) else acc
+            self.results[id(node)] = x.cast(x.result(p, kind), node.dtype)
+        out = spec.output
+        slot = self.slot(out, ParamKind.GLOBAL_MUT)
+        if out.size == rows_n and out.shape != full:
+            out_sizes = iter(sizes[d] for d in kept if full[d] != 1)
+            at = Index(x, [next(out_sizes) if n != 1 else x.const(1) for n in out.shape], flat=row)
+            final: tuple[Expr, Expr, Expr] | None = None
+            epilogue = self.value(out, at)
+        else:
+            j = x.special("loop", len(spec.passes), depth=1)
+            r = x.add(x.mul(j, x.const(local)), lid) if spec.group else j
+            at = full_index(r)
+            final, epilogue = (j, r, self.value(out, at)), at.flat
+        emit, kb = self._begin("r")
+        groups = kb.group(0, ceil_div(self._syms[rows.arg], 1 if spec.group else local))
+        emit.bind(gid, groups)
+        emit.bind(lid, kb.local(0, local))
+        write = _Writer(self, emit, kb, size, lid, spec.group)
+        if spec.group:
+            write.group_passes(loops)
+            write.output(self._buffers[slot], final, epilogue, row)
+        else:
+            with kb.if_(emit.value(x.lt(row, rows))), emit.scope():
+                write.thread_passes(loops)
+                write.output(self._buffers[slot], final, epilogue, row)
+        groups_n = rows_n if spec.group else -(-rows_n // local)
+        return Lowered(kb.build(), self.args + self.sym_args, groups_n)
+
+    # ---- writing IR -----------------------------------------------------------------------
+
+    def _begin(self, prefix: str) -> tuple[Emitter, KernelBuilder]:
+        """A builder with every param declared: buffers, then Variables."""
+        name = "_".join([prefix, *dict.fromkeys(self.names)][:6])
+        kb = KernelBuilder(name)
+        self._buffers = [kb.param(dtype, kind) for dtype, kind in self.x.buffers]
+        self._syms = [kb.variable(dtype) for dtype in self.x.syms]
+        return Emitter(kb, self._buffers, self._syms), kb
+
+
+class _Writer:
+    """Writes a reduce kernel's passes and output into its builder."""
+
+    def __init__(
+        self, low: Lowerer, emit: Emitter, kb: KernelBuilder, size: Expr, lid: Expr, group: bool
+    ) -> None:
+        self.low, self.emit, self.kb = low, emit, kb
+        self.size, self.lid, self.group = size, lid, group
+
+    def trips(self) -> Value:
+        """Loop trips over the reduced elements: all of them, or a work-group's share."""
+        x = self.low.x
+        if not self.group:
+            return self.emit.value(self.size)
+        local = x.const(self.low.local)
+        return self.emit.value(x.div(x.add(self.size, x.const(self.low.local - 1)), local))
+
+    def thread_passes(self, loops: list[tuple[Expr, Expr, Expr]]) -> None:
+        for p, (j, r, value) in enumerate(loops):
+            node = self.low.spec.passes[p]
+            acc = _Acc(self.kb, node.arg.op, value.dtype)
+            self.emit.hoist([value])
+            with self.kb.loop(self.trips()) as counter, self.emit.scope():
+                self.emit.bind(j, counter)
+                acc.update(self.emit.value(value), self.emit.value(r))
+            self.emit.bind(self.low.x.result(p, acc.result_dtype), acc.result())
+
+    def group_passes(self, loops: list[tuple[Expr, Expr, Expr]]) -> None:
+        x, kb, emit, local = self.low.x, self.kb, self.emit, self.low.local
+        lid = emit.value(self.lid)
+        for p, (j, r, value) in enumerate(loops):
+            node = self.low.spec.passes[p]
+            acc = _Acc(kb, node.arg.op, value.dtype)
+            emit.hoist([value, x.lt(r, self.size)])
+            with kb.loop(self.trips()) as counter, emit.scope():
+                emit.bind(j, counter)
+                with kb.if_(emit.value(x.lt(r, self.size))), emit.scope():
+                    acc.update(emit.value(value), emit.value(r))
+            acc.tree(lid, local)
+            emit.bind(x.result(p, acc.result_dtype), acc.result())
+
+    def output(
+        self, buf: Value, final: tuple[Expr, Expr, Expr] | None, at: Expr, row: Expr
+    ) -> None:
+        x, kb, emit = self.low.x, self.kb, self.emit
+        if final is None:  # one element per row, written once
+            if not self.group:
+                kb.store(buf, emit.value(row), emit.value(at))
+                return
+            with kb.if_(emit.value(x.binary(BOp.EQ, self.lid, x.const(0)))), emit.scope():
+                kb.store(buf, emit.value(row), emit.value(at))
+            return
+        j, r, value = final
+        emit.hoist([value, at])
+        with kb.loop(self.trips()) as counter, emit.scope():
+            emit.bind(j, counter)
+            valid = x.lt(r, self.size) if self.group else x.const(True, DType.BOOL)
+            with kb.if_(emit.value(valid)), emit.scope():
+                kb.store(buf, emit.value(at), emit.value(value))
+
+
+class _Acc:
+    """A reduction's accumulator in registers (and, for a group, its tree in local memory)."""
+
+    def __init__(self, kb: KernelBuilder, op: ReduceOp, dtype: DType) -> None:
+        self.kb, self.op, self.dtype = kb, op, dtype
+        self.arg = op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN)
+        self.value = kb.define(dtype)
+        self.value[0] = _identity_value(op, dtype)
+        if self.arg:
+            self.index = kb.define(INDEX)
+            self.index[0] = 1 << 62
+        self.result_dtype = INDEX if self.arg else dtype
+
+    def update(self, v: Value, r: Value) -> None:
+        kb, old = self.kb, self.value[0]
+        if not self.arg:
+            self.value[0] = _combine(kb, self.op, old, v)
+            return
+        take = _better(kb, self.op, v, old)
+        self.value[0] = kb.where(take, v, old)
+        self.index[0] = kb.where(take, r, self.index[0])
+
+    def tree(self, lid: Value, local: int) -> None:
+        kb = self.kb
+        shared = kb.define(self.dtype, local, Storage.LOCAL)
+        shared[lid] = self.value[0]
+        if self.arg:
+            indices = kb.define(INDEX, local, Storage.LOCAL)
+            indices[lid] = self.index[0]
+        kb.barrier()
+        step = local // 2
+        while step:
+            with kb.if_(lid < step):
+                a, b = shared[lid], shared[lid + step]
+                if not self.arg:
+                    shared[lid] = _combine(kb, self.op, a, b)
+                else:
+                    ia, ib = indices[lid], indices[lid + step]
+                    tie = kb.binary(BOp.AND, _equal(kb, a, b), ib < ia)
+                    take = kb.binary(BOp.OR, _better(kb, self.op, b, a), tie)
+                    shared[lid] = kb.where(take, b, a)
+                    indices[lid] = kb.where(take, ib, ia)
+            kb.barrier()
+            step //= 2
+        self.value[0] = shared[0]
+        if self.arg:
+            self.index[0] = indices[0]
+
+    def result(self) -> Value:
+        return self.index[0] if self.arg else self.value[0]
+
+
+def _identity_value(op: ReduceOp, dtype: DType) -> bool | int | float:
+    return identity(Reduction(op, ()), dtype)
+
+
+def _combine(kb: KernelBuilder, op: ReduceOp, a: Value, b: Value) -> Value:
+    if op is ReduceOp.SUM:
+        return kb.binary(BOp.OR, a, b) if a.dtype is DType.BOOL else a + b
+    if op is ReduceOp.PROD:
+        return kb.binary(BOp.AND, a, b) if a.dtype is DType.BOOL else a * b
+    if not a.dtype.is_float:
+        if a.dtype is DType.BOOL:
+            return kb.binary(BOp.OR if op is ReduceOp.MAX else BOp.AND, a, b)
+        return kb.binary(BOp.MAX if op is ReduceOp.MAX else BOp.MIN, a, b)
+    return kb.where(_better(kb, op, b, a), b, a)
+
+
+def _better(kb: KernelBuilder, op: ReduceOp, new: Value, old: Value) -> Value:
+    """Whether ``new`` replaces ``old`` in a max or min: larger (smaller), or a NaN where
+    ``old`` is none (NaN propagates, and the first NaN is the one an arg-reduction keeps)."""
+    beats = new > old if op in (ReduceOp.MAX, ReduceOp.ARGMAX) else new < old
+    if not new.dtype.is_float:
+        return beats
+    nan = kb.binary(BOp.AND, new.ne(new), old.eq(old))
+    return kb.binary(BOp.OR, beats, nan)
+
+
+def _equal(kb: KernelBuilder, a: Value, b: Value) -> Value:
+    """``a == b``, NaN equal to NaN (ties between two NaNs go to the first index)."""
+    if not a.dtype.is_float:
+        return a.eq(b)
+    return kb.binary(BOp.OR, a.eq(b), kb.binary(BOp.AND, a.ne(a), b.ne(b)))
+
+
+def _unsliced(t: Term, v: View, j: int) -> bool:
+    """Whether source dim ``j`` is output dim ``t.dim`` itself: same size, no step, no
+    offset. Its size is then the output's (one Variable, not two)."""
+    return t.dim is not None and t.scale == 1 and t.offset == 0 and v.source[j] == v.shape[t.dim]
+
+
+def preserves_flat(v: View) -> bool:
+    """Whether the view keeps every element's row-major position: a reshape that only adds
+    or drops size-1 dims."""
+    if v.checks:
+        return False
+    mapped = [t.dim for t, n in zip(v.terms, v.source) if n != 1]
+    wanted = [d for d, n in enumerate(v.shape) if n != 1]
+    return (
+        mapped == wanted
+        and all(t == Term(t.dim) for t, n in zip(v.terms, v.source) if n != 1)
+        and [v.source[j] for j, n in enumerate(v.source) if n != 1] == [v.shape[d] for d in wanted]
+    )
+
+
+def accumulator(op: ReduceOp, dtype: DType) -> DType:
+    """The dtype a reduction accumulates in: float for f16/bf16, else its own."""
+    return DType.F32 if dtype in (DType.F16, DType.BF16) else dtype
+
+
+def identity(r: Reduction, dtype: DType) -> bool | int | float:
+    op = r.op
+    if op is ReduceOp.SUM:
+        return False if dtype is DType.BOOL else 0
+    if op is ReduceOp.PROD:
+        return True if dtype is DType.BOOL else 1
+    if dtype.is_float:
+        return float("-inf") if op in (ReduceOp.MAX, ReduceOp.ARGMAX) else float("inf")
+    low, high = dtype.int_range
+    value = low if op in (ReduceOp.MAX, ReduceOp.ARGMAX) else high
+    return bool(value) if dtype is DType.BOOL else value

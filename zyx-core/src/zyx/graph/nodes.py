@@ -1,0 +1,278 @@
+"""The lazy graph: each array op records a ``Node`` and returns at once.
+
+A node is an op, its sources, and the shape, dtype and device of its value. Realizing a
+node gives it a ``Buffer`` (contiguous, row-major, of its shape and dtype) and drops its
+sources, so the graph above a realized node can be freed; later graphs read it as a leaf.
+
+Elementwise ops take sources of their own shape: broadcasting is a ``VIEW`` inserted in
+front of them. Reductions keep the reduced dims as size 1 (``keepdims``); dropping them
+is a view too.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+from zyx.dtypes import DType
+from zyx.graph.views import View
+
+if TYPE_CHECKING:
+    from zyx.backend import Buffer, Device, MemoryPool
+    from zyx.ir.ops import BOp, UOp
+
+
+class Op(Enum):
+    BUFFER = "buffer"
+    """A leaf that holds data from its creation (``asarray``, a loaded file)."""
+    SCALAR = "scalar"
+    """A Python number, shape (): a kernel argument, so that other values reuse the kernel."""
+    CONST = "const"
+    """A constant, shape (), baked into kernels (zeros, the identity of a reduction)."""
+    IOTA = "iota"
+    """The index along dim ``arg`` of the node's shape (int64)."""
+    VIEW = "view"
+    """Its one source through a ``View`` (``arg``)."""
+    RESHAPE = "reshape"
+    """Its one source, same elements in row-major order, another shape."""
+    UNARY = "unary"
+    BINARY = "binary"
+    WHERE = "where"
+    CAST = "cast"
+    REDUCE = "reduce"
+    """``arg``: a ``Reduction``."""
+    CUSTOM = "custom"
+    """``arg``: a ``Custom``: hand-written kernels over realized sources."""
+    COPY = "copy"
+    """Its one source, copied to this node's device."""
+    GATHER = "gather"
+    """Its first source read at indices its second source holds: ``arg`` is a ``Gather``."""
+    SCATTER = "scatter"
+    """Its first source with the region a ``View`` (``arg``) selects replaced by its second
+    source (of the region's shape): ``x[key] = value`` for a basic index ``key``."""
+
+
+class ReduceOp(Enum):
+    SUM = "sum"
+    PROD = "prod"
+    MAX = "max"
+    MIN = "min"
+    ARGMAX = "argmax"
+    ARGMIN = "argmin"
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    op: ReduceOp
+    axes: tuple[int, ...]
+    """Sorted, non-negative; the node keeps them as size 1."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gather:
+    axis: int
+    along: bool
+    """``take_along_axis`` (the indices have the result's shape, and replace its index
+    along ``axis``), else ``take`` (the indices' dims replace dim ``axis``)."""
+
+
+ELEMENTWISE = frozenset({Op.UNARY, Op.BINARY, Op.WHERE, Op.CAST})
+LEAVES = frozenset({Op.BUFFER, Op.SCALAR, Op.CONST, Op.IOTA})
+
+
+class Custom:
+    """Hand-written kernels computing one node from realized sources (sort, scan, ...).
+
+    ``key`` is hashable and says everything the launches depend on besides the data (it
+    joins the plan cache's key); ``launches`` returns the steps on ``device``.
+    """
+
+    key: Hashable
+
+    def launches(self, device: Device, node: Node) -> Sequence[Any]:
+        raise NotImplementedError
+
+
+class Node:
+    """One value of the lazy graph."""
+
+    __slots__ = ("op", "arg", "srcs", "dtype", "shape", "device", "buffer", "__weakref__")
+
+    def __init__(
+        self,
+        op: Op,
+        arg: Any,
+        srcs: tuple[Node, ...],
+        dtype: DType,
+        shape: tuple[int, ...],
+        device: Device,
+        buffer: Buffer | None = None,
+    ) -> None:
+        self.op = op
+        self.arg = arg
+        self.srcs = srcs
+        self.dtype = dtype
+        self.shape = shape
+        self.device = device
+        self.buffer = buffer
+
+    @property
+    def realized(self) -> bool:
+        return self.buffer is not None
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def realize_with(self, buffer: Buffer) -> None:
+        """Hold ``buffer`` (its reference is now this node's) and forget the sources."""
+        self.buffer = buffer
+        self.srcs = ()
+
+    def __del__(self) -> None:
+        if self.buffer is not None:
+            releases.push(self.buffer.pool, self.buffer)
+
+    def __repr__(self) -> str:
+        what = "realized" if self.buffer is not None else f"{len(self.srcs)} sources"
+        return f"<Node {self.op.value} {self.dtype} {self.shape} on {self.device.name}, {what}>"
+
+
+class Releases:
+    """Buffer releases from nodes that died, run where no pool call is under way.
+
+    A node may die anywhere (the garbage collector runs in the middle of other code), but
+    a pool may be in the middle of an allocation there. Releases queue up and run when
+    the runtime's lock is free, at once if it is.
+    """
+
+    def __init__(self) -> None:
+        self.queue: deque[tuple[MemoryPool, Buffer]] = deque()
+        self.lock = threading.Lock()
+        """The runtime's lock: held while pools are being called."""
+
+    def push(self, pool: MemoryPool, buffer: Buffer) -> None:
+        self.queue.append((pool, buffer))
+        if self.lock.acquire(blocking=False):
+            try:
+                self.drain()
+            finally:
+                self.lock.release()
+
+    def drain(self) -> None:
+        """Run the queued releases; the caller holds ``lock``."""
+        queue = self.queue
+        while queue:
+            pool, buffer = queue.popleft()
+            pool.release(buffer)
+
+
+releases = Releases()
+
+
+def leaf(buffer: Buffer, dtype: DType, shape: tuple[int, ...], device: Device) -> Node:
+    return Node(Op.BUFFER, None, (), dtype, shape, device, buffer)
+
+
+def const(value: bool | int | float, dtype: DType, device: Device) -> Node:
+    return Node(Op.CONST, value, (), dtype, (), device)
+
+
+def scalar(value: bool | int | float, dtype: DType, device: Device) -> Node:
+    return Node(Op.SCALAR, value, (), dtype, (), device)
+
+
+def iota(shape: tuple[int, ...], dim: int, device: Device) -> Node:
+    return Node(Op.IOTA, dim, (), DType.I64, shape, device)
+
+
+def view(src: Node, v: View) -> Node:
+    """``src`` through ``v``; views of views merge into one."""
+    if v.is_identity:
+        return src
+    if src.op is Op.VIEW and not src.realized:
+        return view(src.srcs[0], v.after(src.arg))
+    return Node(Op.VIEW, v, (src,), src.dtype, v.shape, src.device)
+
+
+def reshape(src: Node, shape: tuple[int, ...]) -> Node:
+    """``src`` in another shape; a reshape that only adds or drops size-1 dims is a view."""
+    if shape == src.shape:
+        return src
+    base = src.arg if src.op is Op.VIEW and not src.realized else View.identity(src.shape)
+    squeezed = base.squeeze_to(shape)
+    if squeezed is not None:
+        return view(src.srcs[0] if base is src.arg else src, squeezed)
+    if src.op is Op.RESHAPE and not src.realized:
+        src = src.srcs[0]
+    return Node(Op.RESHAPE, shape, (src,), src.dtype, shape, src.device)
+
+
+def unary(op: UOp, x: Node, dtype: DType | None = None) -> Node:
+    return Node(Op.UNARY, op, (x,), dtype or x.dtype, x.shape, x.device)
+
+
+def binary(op: BOp, a: Node, b: Node, dtype: DType) -> Node:
+    return Node(Op.BINARY, op, (a, b), dtype, a.shape, a.device)
+
+
+def where(cond: Node, a: Node, b: Node) -> Node:
+    return Node(Op.WHERE, None, (cond, a, b), a.dtype, a.shape, a.device)
+
+
+def cast(x: Node, dtype: DType) -> Node:
+    if dtype is x.dtype:
+        return x
+    return Node(Op.CAST, dtype, (x,), dtype, x.shape, x.device)
+
+
+def reduce(op: ReduceOp, x: Node, axes: tuple[int, ...], dtype: DType) -> Node:
+    shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    return Node(Op.REDUCE, Reduction(op, axes), (x,), dtype, shape, x.device)
+
+
+def custom(
+    arg: Custom, srcs: tuple[Node, ...], dtype: DType, shape: tuple[int, ...], device: Device
+) -> Node:
+    return Node(Op.CUSTOM, arg, srcs, dtype, shape, device)
+
+
+def copy(x: Node, device: Device) -> Node:
+    return Node(Op.COPY, None, (x,), x.dtype, x.shape, device)
+
+
+def gather(x: Node, indices: Node, g: Gather, shape: tuple[int, ...]) -> Node:
+    return Node(Op.GATHER, g, (x, indices), x.dtype, shape, x.device)
+
+
+def scatter(x: Node, value: Node, region: View) -> Node:
+    return Node(Op.SCATTER, region, (x, value), x.dtype, x.shape, x.device)
+
+
+def walk(roots: Sequence[Node], stop: Callable[[Node], bool] = lambda n: n.realized) -> list[Node]:
+    """The nodes under ``roots`` in dependency order (sources first), each once, without
+    recursion (a chain of many thousand ops is fine); ``stop`` nodes are leaves."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        if not stop(node):
+            stack.extend((s, False) for s in reversed(node.srcs) if id(s) not in seen)
+    return order

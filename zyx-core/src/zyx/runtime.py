@@ -1,0 +1,343 @@
+"""The runtime: realizing lazy nodes through cached execution plans.
+
+``realize(nodes)`` gives each node a buffer. The unrealized graph below them is reduced
+to its *structure* (ops, dtypes, shapes, views, devices; not the data) and its *leaves*
+(the realized buffers and the Python scalars it reads). A structure seen before finds
+its ``ExecPlan`` in the cache: binding the leaves and launching is all that happens. A
+new one is scheduled (``zyx.graph.schedule``), lowered (``zyx.graph.lower``), compiled
+(each kernel once per device: the IR is shape-generic, so the compile cache serves
+every shape of a structure), and cached.
+
+A plan is a flat list of steps over buffer slots: allocate, launch, copy, release.
+Intermediates are released after their last reader; targets keep theirs.
+
+One lock serialises plans, pool calls and the caches: every call is safe from any
+thread, and a node realized by one thread is a leaf for the next.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from zyx.backend import Buffer, Device, Program
+from zyx.dtypes import DType
+from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer
+from zyx.graph.nodes import Node, Op, leaf, releases, walk
+from zyx.graph.schedule import Graph, schedule
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = logging.getLogger("zyx.sched")
+
+PLAN_CACHE_SIZE = 1024
+"""Plans kept, least recently used dropped first."""
+
+
+@dataclass
+class Stats:
+    """Counters of what the runtime did since the process started (``zyx.stats()``).
+    Subtract two snapshots to see what one piece of code did."""
+
+    realizes: int = 0
+    """Calls that had something to compute."""
+    plans_built: int = 0
+    """Realizes that scheduled, lowered and compiled (plan cache misses)."""
+    plans_reused: int = 0
+    kernels_scheduled: int = 0
+    """Kernels in the plans built."""
+    kernels_compiled: int = 0
+    """Kernels compiled (compile cache misses)."""
+    launches: int = 0
+    copies: int = 0
+    """Copies between devices."""
+
+    def __sub__(self, other: Stats) -> Stats:
+        return Stats(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+
+
+_stats = Stats()
+
+
+@dataclass(frozen=True)
+class Launch:
+    device: Device
+    program: Program
+    args: tuple[tuple[str, Any], ...]
+    """Per param: ``("slot", k)``, ``("leaf", i)`` (a buffer or scalar) or ``("value", n)``."""
+
+
+@dataclass(frozen=True)
+class Alloc:
+    slot: int
+    device: Device
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Copy:
+    slot: int
+    source: tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Release:
+    slot: int
+
+
+Step = Launch | Alloc | Copy | Release
+
+
+@dataclass
+class ExecPlan:
+    steps: list[Step]
+    slots: int
+    targets: list[tuple[int, int]]
+    """Per target: its position among the targets, and the slot holding its buffer."""
+
+    def run(self, leaves: Sequence[Node], targets: Sequence[Node]) -> None:
+        bufs: list[Buffer | None] = [None] * self.slots
+        try:
+            for step in self.steps:
+                if isinstance(step, Launch):
+                    args = [_arg(a, bufs, leaves) for a in step.args]
+                    step.device.launch(step.program, args)
+                    _stats.launches += 1
+                elif isinstance(step, Alloc):
+                    bufs[step.slot] = step.device.pool.allocate(step.nbytes)
+                elif isinstance(step, Copy):
+                    src = _arg(step.source, bufs, leaves)
+                    dst = bufs[step.slot]
+                    assert isinstance(src, Buffer) and dst is not None
+                    dst.pool.copy_from(src.pool, src, dst)
+                    _stats.copies += 1
+                else:
+                    buf = bufs[step.slot]
+                    bufs[step.slot] = None
+                    assert buf is not None
+                    buf.pool.release(buf)
+            for position, slot in self.targets:
+                buf = bufs[slot]
+                bufs[slot] = None
+                assert buf is not None
+                targets[position].realize_with(buf)
+        finally:  # a failed launch leaves no buffer behind
+            for buf in bufs:
+                if buf is not None:
+                    buf.pool.release(buf)
+
+
+def _arg(ref: tuple[str, Any], bufs: list[Buffer | None], leaves: Sequence[Node]) -> Any:
+    kind, value = ref
+    if kind == "slot":
+        return bufs[value]
+    if kind == "leaf":
+        leaf = leaves[value]
+        return leaf.buffer if leaf.buffer is not None else leaf.arg
+    return value
+
+
+class Runtime:
+    """The plan cache, the compile cache, and the lock around both and every pool call."""
+
+    def __init__(self) -> None:
+        self.lock = releases.lock
+        self.plans: OrderedDict[Hashable, ExecPlan] = OrderedDict()
+        self.programs: dict[tuple[int, Hashable], Program] = {}
+
+    def realize(self, nodes: Iterable[Node]) -> None:
+        with self.lock:
+            try:
+                self._realize([n for n in nodes if not n.realized])
+            finally:
+                releases.drain()
+
+    def read(self, node: Node) -> np.ndarray[Any, Any]:
+        """``node``'s value in a new numpy array (realizing it first)."""
+        import numpy as np
+
+        with self.lock:
+            try:
+                self._realize([node] if not node.realized else [])
+                out = np.empty(node.shape, dtype=node.dtype.numpy)
+                if node.size:
+                    assert node.buffer is not None
+                    node.buffer.pool.read(node.buffer, out)
+                return out
+            finally:
+                releases.drain()
+
+    def upload(self, data: np.ndarray[Any, Any], dtype: DType, device: Device) -> Node:
+        """A realized node holding a copy of the contiguous host array ``data``."""
+        with self.lock:
+            try:
+                buf = device.pool.allocate(max(data.nbytes, 1))
+                try:
+                    if data.nbytes:
+                        device.pool.write(buf, data)
+                except BaseException:
+                    device.pool.release(buf)
+                    raise
+            finally:
+                releases.drain()
+        return leaf(buf, dtype, tuple(data.shape), device)
+
+    def _realize(self, nodes: list[Node]) -> None:
+        targets = list({id(n): n for n in nodes}.values())
+        if not targets:
+            return
+        _stats.realizes += 1
+        key, leaves = structure(targets)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = self._plan(targets, leaves)
+            self.plans[key] = plan
+            if len(self.plans) > PLAN_CACHE_SIZE:
+                self.plans.popitem(last=False)
+            _stats.plans_built += 1
+        else:
+            self.plans.move_to_end(key)
+            _stats.plans_reused += 1
+        plan.run(leaves, targets)
+
+    def _plan(self, targets: list[Node], leaves: list[Node]) -> ExecPlan:
+        graph = Graph(targets)
+        sched = schedule(graph)
+        return _Planner(self, graph, sched.boundaries, leaves).build(sched.steps)
+
+    def compile(self, device: Device, kernel: Any) -> Program:
+        key = (id(device), kernel.ops)
+        program = self.programs.get(key)
+        if program is None:
+            program = device.compile(kernel)
+            self.programs[key] = program
+            _stats.kernels_compiled += 1
+        return program
+
+
+def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
+    """The plan cache's key for realizing ``targets``, and the leaves a plan binds, in
+    the order the key numbers them."""
+    order = walk(targets)
+    position: dict[int, int] = {}
+    leaves: list[Node] = []
+    key: list[Hashable] = []
+    for node in order:
+        position[id(node)] = len(key)
+        if node.realized or node.op is Op.SCALAR:
+            leaves.append(node)
+            key.append((node.op is Op.SCALAR, node.dtype, node.shape, id(node.device)))
+            continue
+        arg = node.arg.key if node.op is Op.CUSTOM else node.arg
+        srcs = tuple(position[id(s)] for s in node.srcs)
+        key.append((node.op, arg, node.dtype, node.shape, id(node.device), srcs))
+    key.append(tuple(position[id(t)] for t in targets))
+    return tuple(key), leaves
+
+
+class _Planner:
+    """Turns a schedule into an ``ExecPlan``: slots, lowered and compiled kernels."""
+
+    def __init__(
+        self, runtime: Runtime, graph: Graph, boundaries: set[int], leaves: list[Node]
+    ) -> None:
+        self.runtime = runtime
+        self.graph = graph
+        self.boundaries = boundaries
+        self.slots: dict[int, int] = {}
+        self.leaves = {id(n): i for i, n in enumerate(leaves)}
+        self.steps: list[Step] = []
+
+    def ref(self, node: Node) -> tuple[str, int]:
+        found = self.leaves.get(id(node))
+        if found is not None:
+            return ("leaf", found)
+        return ("slot", self.slots[id(node)])
+
+    def output(self, node: Node) -> int:
+        slot = len(self.slots)
+        self.slots[id(node)] = slot
+        self.steps.append(Alloc(slot, node.device, max(node.nbytes, 1)))
+        return slot
+
+    def build(self, steps: list[KernelSpec | Node]) -> ExecPlan:
+        for step in steps:
+            if isinstance(step, KernelSpec):
+                self.kernel(step)
+            elif step.op is Op.COPY:
+                slot = self.output(step)
+                if step.size:
+                    self.steps.append(Copy(slot, self.ref(step.srcs[0])))
+            else:
+                raise NotImplementedError(f"custom ops are not planned yet: {step!r}")
+        self.release_dead()
+        targets = [(i, self.slots[id(t)]) for i, t in enumerate(self.graph.targets)]
+        return ExecPlan(self.steps, len(self.slots), targets)
+
+    def kernel(self, spec: KernelSpec) -> None:
+        out = spec.output
+        self.output(out)
+        if out.size == 0:
+            return
+        device = out.device
+        boundaries = self.boundaries
+
+        def is_input(n: Node) -> bool:
+            return n is not out and (n.realized or id(n) in boundaries)
+
+        lowered = Lowerer(spec, is_input, local_size(device)).lower()
+        log.debug("kernel %s: %s", lowered.kernel.name, out)
+        _stats.kernels_scheduled += 1
+        program = self.runtime.compile(device, lowered.kernel)
+        args = tuple(self.ref(a) if isinstance(a, Node) else ("value", a) for a in lowered.args)
+        self.steps.append(Launch(device, program, args))
+
+    def release_dead(self) -> None:
+        """Release each intermediate after the last step that reads it."""
+        targets = {self.slots[id(t)] for t in self.graph.targets}
+        last: dict[int, int] = {}
+        for i, step in enumerate(self.steps):
+            refs = (
+                step.args
+                if isinstance(step, Launch)
+                else [step.source]
+                if isinstance(step, Copy)
+                else []
+            )
+            for kind, value in refs:
+                if kind == "slot":
+                    last[value] = i
+        steps: list[Step] = []
+        for i, step in enumerate(self.steps):
+            steps.append(step)
+            steps.extend(Release(s) for s, at in last.items() if at == i and s not in targets)
+        written = {s.slot for s in self.steps if isinstance(s, Alloc)}
+        unread = written - set(last) - targets
+        steps.extend(Release(s) for s in sorted(unread))
+        self.steps = steps
+
+
+def local_size(device: Device) -> int:
+    """Work-items per group: 256, or the largest power of two the device allows below it."""
+    limit = min(MAP_LOCAL, device.info.max_local_threads, device.info.max_local_work_dims[0])
+    size = 1
+    while size * 2 <= limit:
+        size *= 2
+    return size
+
+
+runtime = Runtime()
+
+
+def realize(*arrays: Any) -> None:
+    """Compute every array of ``arrays`` now (in one plan: shared work runs once)."""
+    runtime.realize(a.node for a in arrays)
+
+
+def stats() -> Stats:
+    """A snapshot of the runtime's counters (``Stats``)."""
+    return replace(_stats)

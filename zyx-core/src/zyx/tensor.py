@@ -1,0 +1,396 @@
+"""``zyx.Tensor``: the array object of the array API standard, lazy.
+
+An op records a node of the graph (``zyx.graph.nodes``) and returns a new ``Tensor`` at
+once; errors the standard defines (shapes, axes, dtypes) are raised there, eagerly. The
+value exists after a realization point: ``bool()``, ``int()``, ``float()``, ``numpy()``,
+``np.asarray(x)``, ``__dlpack__``, ``repr``, or ``zyx.realize``.
+
+Operators and methods are the namespace's functions (``zyx.array``) underneath.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from zyx.dtypes import DType, DTypeCapability
+from zyx.errors import DTypeError
+from zyx.graph import nodes
+from zyx.graph.nodes import Node
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from zyx.backend import Device
+
+PyScalar = bool | int | float
+
+
+class Tensor:
+    """An n-dimensional array on one device. Create one with the namespace's functions
+    (``zyx.asarray``, ``zyx.zeros``, ...), not with this constructor."""
+
+    __slots__ = ("node", "__weakref__")
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    # ---- attributes -----------------------------------------------------------------------
+
+    @property
+    def dtype(self) -> DType:
+        return self.node.dtype
+
+    @property
+    def device(self) -> Device:
+        return self.node.device
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.node.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.node.shape)
+
+    @property
+    def size(self) -> int:
+        return self.node.size
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - the standard's name
+        if self.ndim != 2:
+            raise ValueError(f"x.T needs a 2-D array, got {self.ndim}-D; use x.mT or permute_dims")
+        return _ns().permute_dims(self, (1, 0))
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802 - the standard's name
+        return _ns().matrix_transpose(self)
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> ModuleType:
+        if api_version not in (None, "2023.12", "2024.12"):
+            raise ValueError(f"zyx implements the array API standard 2024.12, not {api_version!r}")
+        import zyx
+
+        return zyx
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tensor:
+        if stream is not None:
+            raise ValueError("zyx orders work between devices itself; stream must be None")
+        target = resolve_device(device)
+        if target is self.device:
+            return self
+        require(target, self.dtype, DTypeCapability.STORAGE, "to_device")
+        return Tensor(nodes.copy(self.node, target))
+
+    # ---- realization ----------------------------------------------------------------------
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """The values, copied to a new numpy array on the host."""
+        from zyx.runtime import runtime
+
+        return runtime.read(self.node)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray[Any, Any]:
+        if copy is False:
+            raise ValueError("zyx arrays reach numpy by a copy; copy=False cannot be honoured")
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def _scalar(self, kind: type) -> Any:
+        if self.size != 1:
+            raise TypeError(f"only an array of one element converts to {kind.__name__}, "
+                            f"got shape {self.shape}")  # fmt: skip
+        return self.numpy().reshape(()).item()
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar(bool))
+
+    def __int__(self) -> int:
+        if self.dtype.is_float:
+            value = self._scalar(int)
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValueError(f"cannot convert {value} to int")
+            return int(value)
+        return int(self._scalar(int))
+
+    def __float__(self) -> float:
+        return float(self._scalar(float))
+
+    def __complex__(self) -> complex:
+        return complex(self._scalar(complex))
+
+    def __index__(self) -> int:
+        if self.dtype.is_float or self.dtype is DType.BOOL:
+            raise TypeError(f"only integer arrays can be used as an index, got {self.dtype}")
+        return int(self._scalar(int))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-D array")
+        return self.shape[0]
+
+    def __iter__(self) -> Any:
+        if not self.shape:
+            raise TypeError("iteration over a 0-D array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self) -> str:
+        values = repr(self.numpy())
+        body = values[values.index("(") + 1 : values.rindex(")")] if "(" in values else values
+        body = body.split(", dtype=")[0]
+        return f"Tensor({body}, dtype=zyx.{_name(self.dtype)}, device={self.device.name!r})"
+
+    def __str__(self) -> str:
+        return str(self.numpy())
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        from zyx.array.interop import dlpack
+
+        return dlpack(self, stream=stream, max_version=max_version, dl_device=dl_device, copy=copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from zyx.array.interop import dlpack_device
+
+        return dlpack_device(self)
+
+    # ---- indexing ---------------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> Tensor:
+        from zyx.array.indexing import getitem
+
+        return getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from zyx.array.indexing import setitem
+
+        self.node = setitem(self, key, value).node
+
+    # ---- methods numpy, cupy and JAX arrays carry --------------------------------------------
+
+    def astype(self, dtype: DType, /, *, copy: bool = True, device: Any = None) -> Tensor:
+        return _ns().astype(self, dtype, copy=copy, device=device)
+
+    def reshape(self, *shape: Any, copy: bool | None = None) -> Tensor:
+        target = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return _ns().reshape(self, tuple(target), copy=copy)
+
+    def transpose(self, *axes: int) -> Tensor:
+        order = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
+        return _ns().permute_dims(self, tuple(order) or tuple(reversed(range(self.ndim))))
+
+    def flatten(self) -> Tensor:
+        return _ns().reshape(self, (-1,))
+
+    def squeeze(self, axis: int | tuple[int, ...] | None = None) -> Tensor:
+        if axis is None:
+            axis = tuple(d for d, n in enumerate(self.shape) if n == 1)
+        return _ns().squeeze(self, axis)
+
+    def sum(
+        self, axis: Any = None, *, dtype: DType | None = None, keepdims: bool = False
+    ) -> Tensor:
+        return _ns().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(
+        self, axis: Any = None, *, dtype: DType | None = None, keepdims: bool = False
+    ) -> Tensor:
+        return _ns().prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _ns().mean(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis: Any = None, *, correction: float = 0.0, keepdims: bool = False) -> Tensor:
+        return _ns().var(self, axis=axis, correction=correction, keepdims=keepdims)
+
+    def std(self, axis: Any = None, *, correction: float = 0.0, keepdims: bool = False) -> Tensor:
+        return _ns().std(self, axis=axis, correction=correction, keepdims=keepdims)
+
+    def max(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _ns().max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _ns().min(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis: int | None = None, *, keepdims: bool = False) -> Tensor:
+        return _ns().argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis: int | None = None, *, keepdims: bool = False) -> Tensor:
+        return _ns().argmin(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _ns().all(self, axis=axis, keepdims=keepdims)
+
+    def any(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
+        return _ns().any(self, axis=axis, keepdims=keepdims)
+
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - numpy's names
+        return _ns().clip(self, min, max)
+
+    def realize(self) -> Tensor:
+        """Compute the value now (it stays on the device); returns ``self``."""
+        from zyx.runtime import runtime
+
+        runtime.realize([self.node])
+        return self
+
+
+def _binary(name: str, reflected: bool = False) -> Any:
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, (Tensor, bool, int, float)):
+            return NotImplemented
+        function = getattr(_ns(), name)
+        return function(other, self) if reflected else function(self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+def _inplace(name: str) -> Any:
+    def method(self: Tensor, other: Any) -> Tensor:
+        result = getattr(_ns(), name)(self, other)
+        if result.dtype is not self.dtype or result.shape != self.shape:
+            raise TypeError(
+                f"in-place {name} would change {self.dtype}{list(self.shape)} into "
+                f"{result.dtype}{list(result.shape)}; the standard keeps an array's dtype and "
+                "shape in place"
+            )
+        self.node = result.node
+        return self
+
+    return method
+
+
+def _unary(name: str) -> Any:
+    def method(self: Tensor) -> Tensor:
+        return getattr(_ns(), name)(self)  # type: ignore[no-any-return]
+
+    return method
+
+
+_OPERATORS = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
+    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
+}  # fmt: skip
+
+for _op, _fn in _OPERATORS.items():
+    setattr(Tensor, f"__{_op}__", _binary(_fn))
+    setattr(Tensor, f"__r{_op}__", _binary(_fn, reflected=True))
+    setattr(Tensor, f"__i{_op}__", _inplace(_fn))
+for _op, _fn in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
+                 "eq": "equal", "ne": "not_equal"}.items():  # fmt: skip
+    setattr(Tensor, f"__{_op}__", _binary(_fn))
+for _op, _fn in {
+    "neg": "negative",
+    "pos": "positive",
+    "abs": "abs",
+    "invert": "bitwise_invert",
+}.items():
+    setattr(Tensor, f"__{_op}__", _unary(_fn))
+Tensor.__hash__ = None  # type: ignore[assignment]  # == is elementwise
+
+
+def _ns() -> Any:
+    """The namespace module (imported on first use: ``import zyx`` stays cheap)."""
+    import zyx.array
+
+    return zyx.array
+
+
+def _name(dtype: DType) -> str:
+    from zyx.array.dtypes import dtype_name
+
+    return dtype_name(dtype)
+
+
+# ---- plumbing shared by the namespace ---------------------------------------------------------
+
+
+def resolve_device(device: Any) -> Device:
+    """A device object from what ``device=`` accepts: a device, a name (``"cuda:1"``), or
+    ``None`` (the default device)."""
+    from zyx.backend import Device
+    from zyx.plugins import device as find
+
+    if isinstance(device, Device):
+        return device
+    if device is None or isinstance(device, str):
+        return find(device)
+    raise TypeError(f"device must be a zyx device, a device name or None, got {device!r:.60}")
+
+
+def require(device: Device, dtype: DType, capability: DTypeCapability, what: str) -> None:
+    """Raise ``DTypeError`` unless ``device`` can do ``capability`` with ``dtype``."""
+    if not device.info.supports(dtype, capability):
+        have = [d.value for d in DType if device.info.supports(d, capability)]
+        need = {DTypeCapability.STORAGE: "arrays of", DTypeCapability.ARITHMETIC: "arithmetic on",
+                DTypeCapability.MATH: "math functions on"}.get(capability, "")  # fmt: skip
+        raise DTypeError(
+            f"{what}: {device.name} ({device.info.name}) has no {need} {_name(dtype)}; "
+            f"it supports {', '.join(have) or 'none'}"
+        )
+
+
+def same_device(what: str, *tensors: Tensor) -> Device:
+    """The one device of ``tensors``; mixing devices is an error naming both."""
+    device = tensors[0].device
+    for t in tensors[1:]:
+        if t.device is not device:
+            raise ValueError(
+                f"{what}: arrays on different devices ({device.name} and {t.device.name}); "
+                "move one with x.to_device()"
+            )
+    return device
+
+
+def is_scalar(value: Any) -> bool:
+    """A Python number, or a numpy scalar (taken as the Python number it holds)."""
+    return isinstance(value, (bool, int, float)) or _is_numpy_scalar(value)
+
+
+def _is_numpy_scalar(value: Any) -> bool:
+    numpy = sys.modules.get("numpy")  # no numpy scalar exists before numpy is imported
+    return numpy is not None and isinstance(value, (numpy.bool_, numpy.integer, numpy.floating))
+
+
+def check_scalar(value: Any, dtype: DType, what: str) -> PyScalar:
+    """``value`` as the Python number a ``dtype`` array takes in an op, by the standard's
+    rule: bool with bool, int with integer or floating, float with floating arrays (a
+    numpy scalar counts as the Python number it holds)."""
+    if _is_numpy_scalar(value):
+        value = value.item()
+    kind_ok = (
+        isinstance(value, bool) if dtype is DType.BOOL
+        else isinstance(value, int) and not isinstance(value, bool) if not dtype.is_float
+        else not isinstance(value, bool)
+    )  # fmt: skip
+    if not kind_ok:
+        raise TypeError(
+            f"{what}: a Python {type(value).__name__} does not mix with a {_name(dtype)} array "
+            "(the standard: bool with bool, int with integer or floating, float with floating "
+            "arrays); convert one with astype"
+        )
+    if dtype.is_int:
+        low, high = dtype.int_range
+        if not low <= value <= high:
+            raise OverflowError(f"{what}: {value} is out of {_name(dtype)}'s range [{low}, {high}]")
+    return value  # type: ignore[no-any-return]
+
+
+def scalar_tensor(value: Any, dtype: DType, device: Device, what: str) -> Tensor:
+    """``value`` as a 0-D array of ``dtype``: a kernel argument (a ``SCALAR`` node), so
+    that other values reuse the kernel."""
+    number = check_scalar(value, dtype, what)
+    if dtype.is_float:
+        number = float(number)
+    return Tensor(nodes.scalar(number, dtype, device))
