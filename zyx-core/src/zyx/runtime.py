@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
 from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer
-from zyx.graph.nodes import Node, Op, leaf, releases, walk
+from zyx.graph.nodes import Custom, Node, Op, leaf, releases, walk
 from zyx.graph.schedule import Graph, schedule
 
 if TYPE_CHECKING:
@@ -249,6 +249,7 @@ class _Planner:
         self.graph = graph
         self.boundaries = boundaries
         self.slots: dict[int, int] = {}
+        self.count = 0
         self.leaves = {id(n): i for i, n in enumerate(leaves)}
         self.steps: list[Step] = []
 
@@ -258,10 +259,16 @@ class _Planner:
             return ("leaf", found)
         return ("slot", self.slots[id(node)])
 
+    def new_slot(self, device: Device, nbytes: int) -> int:
+        """A slot for a new buffer of ``nbytes``, allocated at this point of the plan."""
+        slot = self.count
+        self.count += 1
+        self.steps.append(Alloc(slot, device, max(nbytes, 1)))
+        return slot
+
     def output(self, node: Node) -> int:
-        slot = len(self.slots)
+        slot = self.new_slot(node.device, node.nbytes)
         self.slots[id(node)] = slot
-        self.steps.append(Alloc(slot, node.device, max(node.nbytes, 1)))
         return slot
 
     def build(self, steps: list[KernelSpec | Node]) -> ExecPlan:
@@ -273,10 +280,10 @@ class _Planner:
                 if step.size:
                     self.steps.append(Copy(slot, self.ref(step.srcs[0])))
             else:
-                raise NotImplementedError(f"custom ops are not planned yet: {step!r}")
+                self.custom(step)
         self.release_dead()
         targets = [(i, self.slots[id(t)]) for i, t in enumerate(self.graph.targets)]
-        return ExecPlan(self.steps, len(self.slots), targets)
+        return ExecPlan(self.steps, self.count, targets)
 
     def kernel(self, spec: KernelSpec) -> None:
         out = spec.output
@@ -295,6 +302,27 @@ class _Planner:
         program = self.runtime.compile(device, lowered.kernel)
         args = tuple(self.ref(a) if isinstance(a, Node) else ("value", a) for a in lowered.args)
         self.steps.append(Launch(device, program, args))
+
+    def custom(self, node: Node) -> None:
+        """A custom op's launches, on its own scratch buffers (released after their last
+        reader, as intermediates are)."""
+        slot = self.output(node)
+        op: Custom = node.arg
+        scratch = [self.new_slot(node.device, n) for n in op.scratch(node)]
+        for launch in op.launches(node.device, node) if node.size else ():
+            program = self.runtime.compile(node.device, launch.kernel)
+            args = tuple(self._custom_arg(a, node, slot, scratch) for a in launch.args)
+            self.steps.append(Launch(node.device, program, args))
+
+    def _custom_arg(self, arg: Any, node: Node, out: int, scratch: list[int]) -> tuple[str, Any]:
+        if not isinstance(arg, tuple):
+            return ("value", arg)
+        kind, i = arg
+        if kind == "src":
+            return self.ref(node.srcs[i])
+        if kind == "out":
+            return ("slot", out)
+        return ("slot", scratch[i])
 
     def release_dead(self) -> None:
         """Release each intermediate after the last step that reads it."""

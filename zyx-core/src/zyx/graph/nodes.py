@@ -24,7 +24,7 @@ from zyx.graph.views import View
 
 if TYPE_CHECKING:
     from zyx.backend import Buffer, Device, MemoryPool
-    from zyx.ir.ops import BOp, UOp
+    from zyx.ir.ops import BOp, Kernel, UOp
 
 
 class Op(Enum):
@@ -85,16 +85,31 @@ ELEMENTWISE = frozenset({Op.UNARY, Op.BINARY, Op.WHERE, Op.CAST})
 LEAVES = frozenset({Op.BUFFER, Op.SCALAR, Op.CONST, Op.IOTA})
 
 
+@dataclass(frozen=True)
+class CustomLaunch:
+    """One launch of a custom op: a kernel and, per param, what it is bound to: ``("src",
+    i)`` (the op's source ``i``, realized and contiguous), ``("out", 0)`` (the op's
+    result), ``("scratch", j)`` (its scratch buffer ``j``), or a Python number."""
+
+    kernel: Kernel
+    args: tuple[tuple[str, int] | bool | int | float, ...]
+
+
 class Custom:
-    """Hand-written kernels computing one node from realized sources (sort, scan, ...).
+    """Hand-written kernels computing one node from its realized sources (sort, scan, ...).
 
     ``key`` is hashable and says everything the launches depend on besides the data (it
-    joins the plan cache's key); ``launches`` returns the steps on ``device``.
+    joins the plan cache's key); ``scratch`` are the sizes in bytes of the temporary
+    buffers the launches use; ``launches`` are the kernels to run, in order. Each kernel
+    is compiled once per device (the compile cache is keyed by its IR).
     """
 
     key: Hashable
 
-    def launches(self, device: Device, node: Node) -> Sequence[Any]:
+    def scratch(self, node: Node) -> Sequence[int]:
+        return ()
+
+    def launches(self, device: Device, node: Node) -> Sequence[CustomLaunch]:
         raise NotImplementedError
 
 

@@ -62,7 +62,7 @@ def schedule(graph: Graph) -> Schedule:
     boundaries = _boundaries(graph)
     kernels: dict[int, KernelSpec] = {}
     for node in reversed(graph.order):
-        if id(node) in boundaries and not graph.is_leaf(node) and node.op not in _STEPS:
+        if id(node) in boundaries and not node.realized and node.op not in _STEPS:
             if id(node) not in _merged(kernels):
                 kernels[id(node)] = _kernel(graph, node, boundaries, kernels)
     out = Schedule(boundaries=boundaries)
@@ -82,14 +82,14 @@ def _merged(kernels: dict[int, KernelSpec]) -> set[int]:
 
 
 def _boundaries(graph: Graph) -> set[int]:
-    out = {id(t) for t in graph.targets if not graph.is_leaf(t)}
+    out = {id(t) for t in graph.targets if not t.realized}
     for node in graph.order:
         if graph.is_leaf(node):
             continue
         if node.op is Op.REDUCE or node.op in _STEPS:
             out.add(id(node))
-        if node.op in _STEPS:
-            out.update(id(s) for s in node.srcs if not graph.is_leaf(s))
+        if node.op in _STEPS:  # they read their sources from buffers
+            out.update(id(s) for s in node.srcs if not s.realized)
         consumers = graph.consumers[id(node)]
         if len(consumers) > 1 and not _recompute(graph, node, len(consumers)):
             out.add(id(node))
