@@ -45,21 +45,12 @@ class DType(Enum):
     F32 = "f32"
     F64 = "f64"
 
-    @property
-    def itemsize(self) -> int:
-        return _ITEMSIZE[self]
-
-    @property
-    def is_float(self) -> bool:
-        return self in (DType.F16, DType.BF16, DType.F32, DType.F64)
-
-    @property
-    def is_signed(self) -> bool:
-        return self.is_float or self in (DType.I8, DType.I16, DType.I32, DType.I64)
-
-    @property
-    def is_int(self) -> bool:
-        return not self.is_float and self is not DType.BOOL
+    # Plain attributes, set once below: the array front end reads them on every op, and a
+    # property on an Enum member costs a call and a hash per read.
+    itemsize: int
+    is_float: bool
+    is_signed: bool
+    is_int: bool
 
     @property
     def int_range(self) -> tuple[int, int]:
@@ -125,6 +116,13 @@ _NUMPY_NAME = {
     DType.U64: "uint64", DType.I8: "int8", DType.I16: "int16", DType.I32: "int32",
     DType.I64: "int64", DType.F16: "float16", DType.F32: "float32", DType.F64: "float64",
 }  # fmt: skip
+
+
+for _member in DType:
+    _member.itemsize = _ITEMSIZE[_member]
+    _member.is_float = _member in (DType.F16, DType.BF16, DType.F32, DType.F64)
+    _member.is_signed = _member.is_float or _member in (DType.I8, DType.I16, DType.I32, DType.I64)
+    _member.is_int = not _member.is_float and _member is not DType.BOOL
 
 
 def round_to(value: float, dtype: DType) -> float:

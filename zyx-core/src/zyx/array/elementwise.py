@@ -109,28 +109,35 @@ def _binary(
     if not isinstance(x1, Tensor) and not isinstance(x2, Tensor):
         raise TypeError(f"{name} needs at least one array, got {type(x1).__name__} and "
                         f"{type(x2).__name__}")  # fmt: skip
-    for x in (x1, x2):
-        if not isinstance(x, Tensor) and not is_scalar(x):
-            raise TypeError(f"{name} takes arrays and Python scalars, got {type(x).__name__}")
     if not isinstance(x1, Tensor):
-        x1 = scalar_tensor(x1, x2.dtype, x2.device, name)
+        x1 = _scalar_operand(name, x1, x2)
     elif not isinstance(x2, Tensor):
-        x2 = scalar_tensor(x2, x1.dtype, x1.device, name)
-    same_device(name, x1, x2)
-    try:
-        dtype = promote(x1.dtype, x2.dtype)
-    except TypeError as error:
-        raise TypeError(f"{name}: {error}") from None
+        x2 = _scalar_operand(name, x2, x1)
+    if x1.device is not x2.device:
+        same_device(name, x1, x2)
+    a, b = x1.node, x2.node
+    if a.dtype is b.dtype:
+        dtype = a.dtype
+    else:
+        try:
+            dtype = promote(a.dtype, b.dtype)
+        except TypeError as error:
+            raise TypeError(f"{name}: {error}") from None
+        a, b = nodes.cast(a, dtype), nodes.cast(b, dtype)
     _check_kind(name, dtype, kinds)
     cap = DTypeCapability.MATH if math_op else DTypeCapability.ARITHMETIC
     require(x1.device, dtype, cap, name)
-    shape = broadcast_shapes(x1.shape, x2.shape, what=name)
-    a = broadcast_node(nodes.cast(x1.node, dtype), shape)
-    b = broadcast_node(nodes.cast(x2.node, dtype), shape)
+    if a.shape != b.shape:
+        shape = broadcast_shapes(a.shape, b.shape, what=name)
+        a, b = broadcast_node(a, shape), broadcast_node(b, shape)
     return a, b, dtype
 
 
-Kinds = tuple[str, ...] | str
+def _scalar_operand(name: str, value: Any, other: Tensor) -> Tensor:
+    """A Python scalar beside the array ``other``: a 0-D array of ``other``'s dtype."""
+    if not is_scalar(value):
+        raise TypeError(f"{name} takes arrays and Python scalars, got {type(value).__name__}")
+    return scalar_tensor(value, other.dtype, other.device, name)
 
 
 def _elementwise_unary(

@@ -16,7 +16,7 @@ from typing import Any
 from zyx.dtypes import DType
 from zyx.graph import nodes
 from zyx.graph.nodes import Node
-from zyx.graph.views import View
+from zyx.graph.views import Term, View
 from zyx.tensor import Tensor, same_device
 
 __all__ = [
@@ -50,6 +50,8 @@ def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
 
 def broadcast_shapes(*shapes: tuple[int, ...], what: str = "broadcast") -> tuple[int, ...]:
     """The standard's broadcast of ``shapes``; an error naming them where they do not."""
+    if len(shapes) == 2 and (shapes[0] == shapes[1] or not shapes[1]):
+        return shapes[0]
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for d in range(ndim):
@@ -66,8 +68,11 @@ def broadcast_node(node: Node, shape: tuple[int, ...]) -> Node:
     if node.shape == shape:
         return node
     lead = len(shape) - len(node.shape)
-    base = nodes.reshape(node, (1,) * lead + node.shape) if lead else node
-    return nodes.view(base, View.identity(base.shape).expand(shape))
+    terms = tuple(
+        Term(lead + j) if n == shape[lead + j] else Term(None, 0, 0)
+        for j, n in enumerate(node.shape)
+    )
+    return nodes.view(node, View(shape, node.shape, terms))
 
 
 def _view(x: Tensor, v: View) -> Tensor:

@@ -14,12 +14,14 @@ A general reshape mixes dims through the flat index and is a separate graph op
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from math import prod
+from typing import NamedTuple
+
+# Named tuples, not dataclasses: every array op makes views, and a frozen dataclass costs
+# several times a tuple to build.
 
 
-@dataclass(frozen=True, slots=True)
-class Term:
+class Term(NamedTuple):
     """``offset + scale * index[dim]``; a constant ``offset`` where ``dim`` is None."""
 
     dim: int | None
@@ -48,8 +50,7 @@ class Term:
         return min(self.offset, last), max(self.offset, last)
 
 
-@dataclass(frozen=True, slots=True)
-class View:
+class View(NamedTuple):
     """An index map from ``shape`` to a source of shape ``source``."""
 
     shape: tuple[int, ...]
@@ -89,7 +90,7 @@ class View:
                 for t, b in self.checks
                 if not (0 <= t.bounds(self.shape)[0] and t.bounds(self.shape)[1] < b)
             )
-            return replace(self, checks=kept)
+            return self._replace(checks=kept)
         return self
 
     def permute(self, order: tuple[int, ...]) -> View:
@@ -117,7 +118,7 @@ class View:
     def pad(self, dim: int, before: int, after: int) -> View:
         size = self.shape[dim]
         view = self._substitute(dim, -before, 1, size + before + after)
-        return replace(view, checks=view.checks + ((Term(dim, 1, -before), size),))._pruned()
+        return view._replace(checks=view.checks + ((Term(dim, 1, -before), size),))._pruned()
 
     def squeeze_to(self, shape: tuple[int, ...]) -> View | None:
         """This view reshaped to ``shape`` where that only adds or removes size-1 dims;
