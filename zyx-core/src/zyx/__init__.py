@@ -29,6 +29,7 @@ _LAZY = {
     "configure": "zyx.plugins",
     "device": "zyx.plugins",
     "devices": "zyx.plugins",
+    "empty_cache": "zyx.allocator",
     "realize": "zyx.runtime",
     "stats": "zyx.runtime",
 }

@@ -18,6 +18,7 @@ thread, and a node realized by one thread is a leaf for the next.
 from __future__ import annotations
 
 import logging
+from math import prod
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -26,13 +27,17 @@ from typing import TYPE_CHECKING, Any
 from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
 from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer
-from zyx.graph.nodes import Custom, Node, Op, leaf, releases, walk
+from zyx.allocator import allocator
+from zyx.graph.nodes import Custom, Node, Op, leaf, walk
 from zyx.graph.schedule import Graph, schedule
 
 if TYPE_CHECKING:
     import numpy as np
 
 log = logging.getLogger("zyx.sched")
+
+LONG_ROW = 8192
+"""Reduced elements per row from which a work-group per row gets 1024 work-items."""
 
 PLAN_CACHE_SIZE = 1024
 """Plans kept, least recently used dropped first."""
@@ -108,7 +113,7 @@ class ExecPlan:
                     step.device.launch(step.program, args)
                     _stats.launches += 1
                 elif isinstance(step, Alloc):
-                    bufs[step.slot] = step.device.pool.allocate(step.nbytes)
+                    bufs[step.slot] = allocator.allocate(step.device.pool, step.nbytes)
                 elif isinstance(step, Copy):
                     src = _arg(step.source, bufs, leaves)
                     dst = bufs[step.slot]
@@ -119,7 +124,7 @@ class ExecPlan:
                     buf = bufs[step.slot]
                     bufs[step.slot] = None
                     assert buf is not None
-                    buf.pool.release(buf)
+                    allocator.free(buf)
             for position, slot in self.targets:
                 buf = bufs[slot]
                 bufs[slot] = None
@@ -128,7 +133,7 @@ class ExecPlan:
         finally:  # a failed launch leaves no buffer behind
             for buf in bufs:
                 if buf is not None:
-                    buf.pool.release(buf)
+                    allocator.free(buf)
 
 
 def _arg(ref: tuple[str, Any], bufs: list[Buffer | None], leaves: Sequence[Node]) -> Any:
@@ -145,7 +150,7 @@ class Runtime:
     """The plan cache, the compile cache, and the lock around both and every pool call."""
 
     def __init__(self) -> None:
-        self.lock = releases.lock
+        self.lock = allocator.lock
         self.plans: OrderedDict[Hashable, ExecPlan] = OrderedDict()
         self.programs: dict[tuple[int, Hashable], Program] = {}
 
@@ -154,7 +159,7 @@ class Runtime:
             try:
                 self._realize([n for n in nodes if not n.realized])
             finally:
-                releases.drain()
+                allocator.drain()
 
     def read(self, node: Node) -> np.ndarray[Any, Any]:
         """``node``'s value in a new numpy array (realizing it first)."""
@@ -169,21 +174,21 @@ class Runtime:
                     node.buffer.pool.read(node.buffer, out)
                 return out
             finally:
-                releases.drain()
+                allocator.drain()
 
     def upload(self, data: np.ndarray[Any, Any], dtype: DType, device: Device) -> Node:
         """A realized node holding a copy of the contiguous host array ``data``."""
         with self.lock:
             try:
-                buf = device.pool.allocate(max(data.nbytes, 1))
+                buf = allocator.allocate(device.pool, max(data.nbytes, 1))
                 try:
                     if data.nbytes:
                         device.pool.write(buf, data)
                 except BaseException:
-                    device.pool.release(buf)
+                    allocator.free(buf)
                     raise
             finally:
-                releases.drain()
+                allocator.drain()
         return leaf(buf, dtype, tuple(data.shape), device)
 
     def _realize(self, nodes: list[Node]) -> None:
@@ -296,7 +301,7 @@ class _Planner:
         def is_input(n: Node) -> bool:
             return n is not out and (n.realized or id(n) in boundaries)
 
-        lowered = Lowerer(spec, is_input, local_size(device)).lower()
+        lowered = Lowerer(spec, is_input, local_size(device, spec)).lower()
         log.debug("kernel %s: %s", lowered.kernel.name, out)
         _stats.kernels_scheduled += 1
         program = self.runtime.compile(device, lowered.kernel)
@@ -349,9 +354,15 @@ class _Planner:
         self.steps = steps
 
 
-def local_size(device: Device) -> int:
-    """Work-items per group: 256, or the largest power of two the device allows below it."""
-    limit = min(MAP_LOCAL, device.info.max_local_threads, device.info.max_local_work_dims[0])
+def local_size(device: Device, spec: KernelSpec | None = None) -> int:
+    """Work-items per group: a power of two, 256 (or the device's limit below it), and up to
+    1024 for a work-group per row of many elements: fewer rows in flight keep each row's
+    later passes in the cache."""
+    wanted = MAP_LOCAL
+    reduction = spec.reduction if spec is not None and spec.group else None
+    if reduction is not None and prod(reduction[0][d] for d in reduction[1]) >= LONG_ROW:
+        wanted = 1024
+    limit = min(wanted, device.info.max_local_threads, device.info.max_local_work_dims[0])
     size = 1
     while size * 2 <= limit:
         size *= 2

@@ -211,10 +211,10 @@ class Lowerer:
 
     def _view(self, node: Node, index: Index) -> Expr:
         x, v, src = self.x, node.arg, node.srcs[0]
-        if preserves_flat(v):
-            inner = self._index(
-                node, index, lambda: Index(x, self.sizes(src.shape), flat=index.flat)
-            )
+        if preserves_flat(v):  # the same sizes, with size-1 dims added or dropped
+            kept = iter(e for e, n in zip(index.sizes, v.shape) if n != 1)
+            sizes = [next(kept) if n != 1 else x.const(1) for n in src.shape]
+            inner = self._index(node, index, lambda: Index(x, sizes, flat=index.flat))
             return self.value(src, inner)
         valid = x.all([self._check(t, b, index) for t, b in v.checks])
         clamp = valid.constant is None

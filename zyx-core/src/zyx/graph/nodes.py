@@ -11,19 +11,18 @@ is a view too.
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from math import prod
 from typing import TYPE_CHECKING, Any
 
+from zyx.allocator import allocator
 from zyx.dtypes import DType
 from zyx.graph.views import View
 
 if TYPE_CHECKING:
-    from zyx.backend import Buffer, Device, MemoryPool
+    from zyx.backend import Buffer, Device
     from zyx.ir.ops import BOp, Kernel, UOp
 
 
@@ -155,43 +154,11 @@ class Node:
 
     def __del__(self) -> None:
         if self.buffer is not None:
-            releases.push(self.buffer.pool, self.buffer)
+            allocator.dead(self.buffer)
 
     def __repr__(self) -> str:
         what = "realized" if self.buffer is not None else f"{len(self.srcs)} sources"
         return f"<Node {self.op.value} {self.dtype} {self.shape} on {self.device.name}, {what}>"
-
-
-class Releases:
-    """Buffer releases from nodes that died, run where no pool call is under way.
-
-    A node may die anywhere (the garbage collector runs in the middle of other code), but
-    a pool may be in the middle of an allocation there. Releases queue up and run when
-    the runtime's lock is free, at once if it is.
-    """
-
-    def __init__(self) -> None:
-        self.queue: deque[tuple[MemoryPool, Buffer]] = deque()
-        self.lock = threading.Lock()
-        """The runtime's lock: held while pools are being called."""
-
-    def push(self, pool: MemoryPool, buffer: Buffer) -> None:
-        self.queue.append((pool, buffer))
-        if self.lock.acquire(blocking=False):
-            try:
-                self.drain()
-            finally:
-                self.lock.release()
-
-    def drain(self) -> None:
-        """Run the queued releases; the caller holds ``lock``."""
-        queue = self.queue
-        while queue:
-            pool, buffer = queue.popleft()
-            pool.release(buffer)
-
-
-releases = Releases()
 
 
 def leaf(buffer: Buffer, dtype: DType, shape: tuple[int, ...], device: Device) -> Node:
