@@ -11,7 +11,7 @@ import pytest
 from zyx.codegen import CDialect, sanitize
 from zyx.codegen.c import ENTRY_NAME_CHARS
 from zyx.dtypes import DType, round_to
-from zyx.ir import BOp, Kernel, KernelBuilder, ParamKind, Range, Scope
+from zyx.ir import BOp, Kernel, KernelBuilder, ParamKind, Range, Scope, UOp
 
 
 class _Plain(CDialect):
@@ -92,6 +92,34 @@ def test_identifiers_are_sanitized() -> None:
     assert sanitize("9lives") == "_9lives"
     assert sanitize("a-b.c") == "a_b_c"
     assert _Plain().render(_kernel("double")).name == "zyx_kernel_double_"
+
+
+@pytest.mark.parametrize(
+    "name", ["tanh", "rint", "nextafter", "copysign", "hypot", "atan2", "expm1", "log10"]
+)
+def test_kernels_named_like_a_math_function_get_another_name(name: str) -> None:
+    assert _Plain().render(_kernel(name)).name == f"zyx_kernel_{name}_"
+
+
+def test_where_is_a_select_of_two_computed_values() -> None:
+    kb = KernelBuilder("w")
+    a = kb.param(DType.I32)
+    out = kb.param(DType.I32, ParamKind.GLOBAL_MUT)
+    i = kb.group(0, 4)
+    x = a[i]
+    out[i] = kb.where(x < 0, -x, x)
+    code = _Plain().render(kb.build()).code
+    assert "const T_i32 v7 = (v5 ? v6 : v3);" in code
+
+
+def test_every_float_function_renders_as_its_c_name() -> None:
+    kb = KernelBuilder("f")
+    a = kb.param(DType.F64)
+    out = kb.param(DType.F64, ParamKind.GLOBAL_MUT)
+    x = a[kb.group(0, 4)]
+    out[0] = kb.unary(UOp.RINT, x) + kb.binary(BOp.NEXTAFTER, x, 1.0) + kb.minimum(x, 2.0)
+    code = _Plain().render(kb.build()).code
+    assert "rint(" in code and "nextafter(" in code and "fmin(" in code
 
 
 def test_half_precision_arithmetic_is_rounded_each_op() -> None:

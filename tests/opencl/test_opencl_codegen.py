@@ -8,7 +8,7 @@ import pytest
 from opencl_support import read
 
 from zyx.dtypes import DType
-from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage
+from zyx.ir import BOp, Kernel, KernelBuilder, ParamKind, Storage
 from zyx_opencl.codegen import OpenCLDialect
 from zyx_opencl.device import OpenCLDevice
 
@@ -69,6 +69,19 @@ def test_f16_uses_vload_and_vstore_half_and_its_pragma_only_where_the_device_has
     assert "#pragma OPENCL EXTENSION cl_khr_fp16 : enable" in native
     assert "convert_half_rte" in native
     assert "cl_khr_fp16" not in OpenCLDialect(fp16=True).render(every_op_kernel(DType.F32)).code
+
+
+@pytest.mark.parametrize("dtype", [DType.F16, DType.BF16], ids=str)
+def test_nextafter_of_half_types_steps_on_their_bits(dtype: DType) -> None:
+    """OpenCL's nextafter of a float would step by a float's ulp."""
+    kb = KernelBuilder("step")
+    a, out = kb.param(dtype), kb.param(dtype, ParamKind.GLOBAL_MUT)
+    i = kb.local(0, 32)
+    out[i] = kb.binary(BOp.NEXTAFTER, a[i], 1.0)
+    for fp16 in (False, True):
+        code = OpenCLDialect(fp16=fp16).render(kb.build()).code
+        assert "nextafter(" not in code
+        assert ("zyx_f16_bits(" if dtype is DType.F16 else "zyx_f32_to_bf16(") in code
 
 
 def test_f64_pragma_bf16_helpers_and_long_literals_only_where_used() -> None:

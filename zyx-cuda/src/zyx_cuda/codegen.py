@@ -124,6 +124,16 @@ class CudaDialect(CDialect):
             return f"__half2float(__float2half_rn({x}))"
         return f"__bfloat162float(__float2bfloat16_rn({x}))"
 
+    def bits16(self, x: str, dtype: DType) -> str:
+        if dtype is DType.F16:
+            return f"__half_as_ushort(__float2half_rn({x}))"
+        return f"__bfloat16_as_ushort(__float2bfloat16_rn({x}))"
+
+    def from_bits16(self, bits: str, dtype: DType) -> str:
+        if dtype is DType.F16:
+            return f"__half2float(__ushort_as_half({bits}))"
+        return f"__bfloat162float(__ushort_as_bfloat16({bits}))"
+
     def cast(self, x: str, src: DType, dst: DType) -> str:
         # f16 rounds once from double; bf16 goes through float, as the IR defines it.
         if src is DType.F64 and dst is DType.F16:

@@ -38,15 +38,17 @@ ushort zyx_f32_to_bf16(float f) {
 }
 """
 
-# Without cl_khr_fp16 no half value may exist, but half pointers may: round through a
-# ushort in private memory.
-_ROUND_F16_SOFT = """\
-float zyx_round_f16(float x) {
+# Without cl_khr_fp16 no half value may exist, but half pointers may: a float becomes the
+# bits of a half through a ushort in private memory.
+_F16_BITS = """\
+ushort zyx_f16_bits(float x) {
   ushort h;
   vstore_half_rte(x, 0, (__private half*)&h);
-  return vload_half(0, (__private const half*)&h);
+  return h;
 }
+float zyx_f16_from_bits(ushort h) { return vload_half(0, (__private const half*)&h); }
 """
+_ROUND_F16_SOFT = "float zyx_round_f16(float x) { return zyx_f16_from_bits(zyx_f16_bits(x)); }\n"
 _ROUND_F16_NATIVE = "float zyx_round_f16(float x) { return (float)convert_half_rte(x); }\n"
 # From double in one rounding: through float would round twice.
 _ROUND_F16_FROM_F64 = """\
@@ -80,7 +82,8 @@ class OpenCLDialect(CDialect):
         if DType.F64 in dtypes:
             parts.append(_FP64)
         if DType.F16 in dtypes:
-            parts += [_FP16, _ROUND_F16_NATIVE] if self.fp16 else [_ROUND_F16_SOFT]
+            parts += [_FP16] if self.fp16 else []
+            parts += [_F16_BITS, _ROUND_F16_NATIVE if self.fp16 else _ROUND_F16_SOFT]
         if DType.F16 in dtypes and DType.F64 in dtypes:
             parts.append(_ROUND_F16_FROM_F64)
         if DType.BF16 in dtypes:
@@ -128,6 +131,12 @@ class OpenCLDialect(CDialect):
         if dtype is DType.F16:
             return f"zyx_round_f16({x})"
         return f"zyx_bf16_to_f32(zyx_f32_to_bf16({x}))"
+
+    def bits16(self, x: str, dtype: DType) -> str:
+        return f"zyx_f16_bits({x})" if dtype is DType.F16 else f"zyx_f32_to_bf16({x})"
+
+    def from_bits16(self, bits: str, dtype: DType) -> str:
+        return f"zyx_f16_from_bits({bits})" if dtype is DType.F16 else f"zyx_bf16_to_f32({bits})"
 
     def cast(self, x: str, src: DType, dst: DType) -> str:
         if dst is DType.F16 and src is DType.F64:

@@ -63,6 +63,7 @@ from zyx.ir import (
     Store,
     Unary,
     UOp,
+    Where,
 )
 
 DIALECT = "numpy-python"
@@ -83,6 +84,11 @@ _UNARY = {
     UOp.LN: "np.log({})", UOp.LOG2: "np.log2({})", UOp.RECIPROCAL: "np.reciprocal({})",
     UOp.SQRT: "np.sqrt({})", UOp.SIN: "np.sin({})", UOp.COS: "np.cos({})",
     UOp.FLOOR: "np.floor({})", UOp.TRUNC: "np.trunc({})", UOp.ABS: "np.abs({})",
+    UOp.TAN: "np.tan({})", UOp.TANH: "np.tanh({})", UOp.ASIN: "np.arcsin({})",
+    UOp.ACOS: "np.arccos({})", UOp.ATAN: "np.arctan({})", UOp.SINH: "np.sinh({})",
+    UOp.COSH: "np.cosh({})", UOp.ASINH: "np.arcsinh({})", UOp.ACOSH: "np.arccosh({})",
+    UOp.ATANH: "np.arctanh({})", UOp.EXPM1: "np.expm1({})", UOp.LOG1P: "np.log1p({})",
+    UOp.LOG10: "np.log10({})", UOp.CEIL: "np.ceil({})", UOp.RINT: "np.rint({})",
 }  # fmt: skip
 
 _BINARY = {
@@ -91,8 +97,13 @@ _BINARY = {
     BOp.CMPGT: "{} > {}", BOp.CMPGE: "{} >= {}", BOp.NOTEQ: "{} != {}", BOp.EQ: "{} == {}",
     BOp.MAX: "np.maximum({}, {})", BOp.OR: "{} | {}", BOp.AND: "{} & {}",
     BOp.BITXOR: "{} ^ {}", BOp.BITOR: "{} | {}", BOp.BITAND: "{} & {}",
-    BOp.SHL: "{} << {}", BOp.SHR: "{} >> {}",
+    BOp.SHL: "{} << {}", BOp.SHR: "{} >> {}", BOp.MIN: "np.minimum({}, {})",
+    BOp.ATAN2: "np.arctan2({}, {})", BOp.HYPOT: "np.hypot({}, {})",
+    BOp.COPYSIGN: "np.copysign({}, {})",
 }  # fmt: skip
+
+_FLOAT_BINARY = {BOp.MAX: "np.fmax({}, {})", BOp.MIN: "np.fmin({}, {})"}
+"""Where floats differ from the other dtypes: a NaN operand loses (C's fmax and fmin)."""
 
 # C computes these on bools as ints (true is 1); storing the result back tests for nonzero.
 _BOOL_AS_INT = frozenset({BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.SHL, BOp.SHR})
@@ -173,6 +184,8 @@ class _Renderer:
             dtype = self.kernel.dtype_of(op.a)
             value = self.binary(op.op, n(op.a), n(op.b), dtype)
             self.emit(f"{v} = {value if op.op.is_comparison else self.rounded(value, dtype)}")
+        elif isinstance(op, Where):
+            self.emit(f"{v} = np.where({n(op.cond)}, {n(op.a)}, {n(op.b)})")
         elif isinstance(op, Loop):
             self.emit(f"for {v} in np.arange(trips({n(op.size)}, {mask}), dtype=np.int64):")
             self.masks.append(f"m{ref}")
@@ -230,8 +243,10 @@ class _Renderer:
             # numpy's // floors where C truncates; a - fmod(a, b) is an exact multiple of b.
             # numpy gives 0 for a zero divisor and wraps MIN // -1, as the IR defines both.
             return f"({a} - np.fmod({a}, {b})) // {b}" if dtype.is_signed else f"{a} // {b}"
-        if op is BOp.MAX and dtype.is_float:
-            return f"np.fmax({a}, {b})"
+        if op is BOp.NEXTAFTER:
+            return f"nextafter({a}, {b}, {_TYPE[dtype]})"
+        if op in _FLOAT_BINARY and dtype.is_float:
+            return _FLOAT_BINARY[op].format(a, b)
         return _BINARY[op].format(a, b)
 
 
@@ -245,8 +260,15 @@ def _literal(op: Const) -> str:
 
 
 def prelude() -> dict[str, Any]:
-    """The names rendered kernels use besides their own: numpy and three helpers."""
-    return {"np": np, "bfloat16": bfloat16, "load": load, "store": store, "trips": trips}
+    """The names rendered kernels use besides their own: numpy and four helpers."""
+    return {
+        "np": np,
+        "bfloat16": bfloat16,
+        "load": load,
+        "store": store,
+        "trips": trips,
+        "nextafter": nextafter,
+    }
 
 
 def load(memory: Any, index: Any, mask: Any, rows: Any = None) -> Any:
@@ -271,3 +293,11 @@ def store(memory: Any, index: Any, value: Any, mask: Any, rows: Any = None) -> N
 def trips(size: Any, mask: Any) -> int:
     """How often a loop runs: the largest trip count among the active work-items."""
     return int(np.max(np.where(mask, size, 0), initial=0))
+
+
+def nextafter(a: Any, b: Any, dtype: Any) -> Any:
+    """C's ``nextafter`` in ``dtype`` itself (an f16 or bf16 value computes in float32,
+    whose steps are smaller), held as ``a`` is; ``a == b`` gives ``b`` (numpy's float16
+    gives ``a``, a zero of the other sign)."""
+    x, y = a.astype(dtype), b.astype(dtype)
+    return np.where(x == y, y, np.nextafter(x, y)).astype(a.dtype)

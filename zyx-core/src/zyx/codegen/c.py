@@ -44,6 +44,7 @@ from zyx.ir.ops import (
     Store,
     Unary,
     UOp,
+    Where,
 )
 
 _C_KEYWORDS = frozenset(
@@ -59,7 +60,8 @@ _C_KEYWORDS = frozenset(
 # Kernels named like a math builtin clash with it in OpenCL C and in C with <math.h>.
 _BUILTINS = frozenset(
     "abs fabs exp exp2 log log2 sqrt sin cos floor trunc pow fmod fmax fmin max min "
-    "barrier printf".split()
+    "tan tanh asin acos atan sinh cosh asinh acosh atanh expm1 log1p log10 ceil rint "
+    "atan2 hypot copysign nextafter barrier printf".split()
 )
 _RESERVED = _C_KEYWORDS | _BUILTINS
 
@@ -121,10 +123,18 @@ def _constant_divisor(kernel: Kernel, op: Binary) -> int | None:
     return None if divisor.dtype.is_float else int(divisor.wrapped)
 
 
-_FLOAT_FUNCTIONS = {
+_FLOAT_FUNCTIONS: dict[UOp | BOp, str] = {
     UOp.EXP: "exp", UOp.EXP2: "exp2", UOp.LN: "log", UOp.LOG2: "log2", UOp.SQRT: "sqrt",
     UOp.SIN: "sin", UOp.COS: "cos", UOp.FLOOR: "floor", UOp.TRUNC: "trunc", UOp.ABS: "fabs",
+    UOp.TAN: "tan", UOp.TANH: "tanh", UOp.ASIN: "asin", UOp.ACOS: "acos", UOp.ATAN: "atan",
+    UOp.SINH: "sinh", UOp.COSH: "cosh", UOp.ASINH: "asinh", UOp.ACOSH: "acosh",
+    UOp.ATANH: "atanh", UOp.EXPM1: "expm1", UOp.LOG1P: "log1p", UOp.LOG10: "log10",
+    UOp.CEIL: "ceil", UOp.RINT: "rint", BOp.MAX: "fmax", BOp.MIN: "fmin", BOp.POW: "pow",
+    BOp.MOD: "fmod", BOp.ATAN2: "atan2", BOp.HYPOT: "hypot", BOp.COPYSIGN: "copysign",
+    BOp.NEXTAFTER: "nextafter",
 }  # fmt: skip
+"""The C math function of each float op that is one (C99's names, as OpenCL C has them;
+``function`` makes ``expf`` of ``exp`` where a language needs)."""
 
 
 class CDialect:
@@ -251,18 +261,14 @@ class CDialect:
     def binary(self, op: BOp, a: str, b: str, dtype: DType, divisor: int | None = None) -> str:
         """``a op b`` in ``dtype``. ``divisor`` is ``b``'s value where ``op`` is an integer
         ``/`` or ``%`` by a constant (for ``guarded_division``)."""
-        if op is BOp.MAX:
-            if dtype.is_float:
-                return f"{self.function('fmax', dtype)}({a}, {b})"
-            return f"({a} > {b} ? {a} : {b})"
-        if op is BOp.POW:
-            return f"{self.function('pow', dtype)}({a}, {b})"
+        if dtype.is_float and op is BOp.NEXTAFTER and dtype in (DType.F16, DType.BF16):
+            return self.nextafter16(a, b, dtype)
+        if dtype.is_float and op in _FLOAT_FUNCTIONS:
+            return f"{self.function(_FLOAT_FUNCTIONS[op], dtype)}({a}, {b})"
+        if op in (BOp.MAX, BOp.MIN):
+            return f"({a} {'>' if op is BOp.MAX else '<'} {b} ? {a} : {b})"
         if op in (BOp.DIV, BOp.MOD) and not dtype.is_float:  # bools divide as ints in C
             return self.guarded_division(op, a, b, dtype, divisor)
-        if op is BOp.MOD and dtype.is_float:
-            return f"{self.function('fmod', dtype)}({a}, {b})"
-        if op is BOp.MOD:
-            return f"({a} % {b})"
         if op in _WRAPPING and dtype.is_int and dtype not in (DType.U32, DType.U64):
             # In the unsigned type, where C defines the wrap: signed overflow is undefined,
             # and so is a u16 or u8 product or shift past int, to which they promote.
@@ -274,6 +280,26 @@ class CDialect:
         if dtype is DType.BOOL and op in _WRAPPING | {BOp.MAX, BOp.SHR}:
             return f"({value} != 0)"  # computed in int, as C does; a bool is its nonzero-ness
         return value
+
+    def nextafter16(self, a: str, b: str, dtype: DType) -> str:
+        """``nextafter(a, b)`` of f16 or bf16 values held as floats: C's ``nextafterf`` would
+        step by a float's ulp, so the step is one on the 16-bit pattern (``bits16``), whose
+        magnitude orders the values of either sign; from zero it is the least subnormal
+        with ``b``'s sign. A NaN operand gives NaN, and ``a == b`` gives ``b`` (C's)."""
+        u16 = self.value_type(DType.U16)
+        least = f"({u16})({b} < 0 ? 0x8001 : 1)"
+        # +1 makes the magnitude larger: where b lies beyond a, seen from zero.
+        step = f"({u16})({self.bits16(a, dtype)} + (({a} < {b}) == ({a} > 0) ? 1 : -1))"
+        stepped = self.from_bits16(f"({a} == 0 ? {least} : {step})", dtype)
+        return f"({a} != {a} || {b} != {b} ? {a} + {b} : {a} == {b} ? {b} : {stepped})"
+
+    def bits16(self, x: str, dtype: DType) -> str:
+        """The 16-bit pattern (a ``value_type(U16)``) of float ``x``, a value of f16 or bf16."""
+        raise NotImplementedError
+
+    def from_bits16(self, bits: str, dtype: DType) -> str:
+        """The f16 or bf16 value whose 16-bit pattern is ``bits``, as a float."""
+        raise NotImplementedError
 
     def unsigned_type(self, dtype: DType) -> str:
         """The unsigned type an integer ``dtype`` wraps in: 64-bit, or else 32-bit (C's
@@ -420,6 +446,9 @@ class CDialect:
             if operand in (DType.F16, DType.BF16) and not op.op.is_comparison:
                 value = self.round16(value, operand)
             return self.declare(name, kernel.dtype_of(ref), value)
+        if isinstance(op, Where):
+            choice = f"({e(op.cond)} ? {e(op.a)} : {e(op.b)})"
+            return self.declare(name, kernel.dtype_of(ref), choice)
         if isinstance(op, Loop):
             t = self.value_type(DType.I64)
             return f"for ({t} {name} = 0; {name} < {e(op.size)}; ++{name}) {{"

@@ -113,6 +113,22 @@ static inline uint16_t zyx_f32_to_f16(float value) {
 """
 
 
+# The bits of a _Float16, for nextafter (CDialect.nextafter16).
+_NATIVE_F16_BITS = """\
+static inline uint16_t zyx_f16_bits(float f) {
+  _Float16 h = (_Float16)f;
+  uint16_t u;
+  memcpy(&u, &h, sizeof u);
+  return u;
+}
+static inline float zyx_f16_from_bits(uint16_t u) {
+  _Float16 h;
+  memcpy(&h, &u, sizeof h);
+  return (float)h;
+}
+"""
+
+
 # A double to float with round-to-odd: an inexact result keeps its last bit set, so that a
 # later rounding to f16 (11 bits against float's 24) rounds the double once, not twice.
 _F32_ODD = """\
@@ -151,6 +167,8 @@ class HostDialect(CDialect):
         parts = [_HEADERS]
         if DType.BF16 in dtypes:
             parts.append(_BF16)
+        if DType.F16 in dtypes and self.native_f16:
+            parts.append(_NATIVE_F16_BITS)
         if DType.F16 in dtypes and not self.native_f16:
             parts.append(_SOFT_F16)
             if DType.F64 in dtypes:
@@ -177,6 +195,14 @@ class HostDialect(CDialect):
             return f"(_Float16)({value})" if self.native_f16 else f"zyx_f32_to_f16({value})"
         return value
 
+    def bits16(self, x: str, dtype: DType) -> str:
+        native = dtype is DType.F16 and self.native_f16
+        return f"zyx_f16_bits({x})" if native else self.to_storage(x, dtype)
+
+    def from_bits16(self, bits: str, dtype: DType) -> str:
+        native = dtype is DType.F16 and self.native_f16
+        return f"zyx_f16_from_bits({bits})" if native else self.from_storage(bits, dtype)
+
     def round16(self, x: str, dtype: DType) -> str:
         if dtype is DType.F16 and self.native_f16:
             return f"(float)(_Float16)({x})"
@@ -193,10 +219,10 @@ class HostDialect(CDialect):
         return name if dtype is DType.F64 else f"{name}f"
 
     def binary(self, op: BOp, a: str, b: str, dtype: DType, divisor: int | None = None) -> str:
-        if op is BOp.MAX and dtype.is_float:
-            # fmax (a NaN operand loses) as a select: x86 has no vector fmax, and compilers
-            # leave a loop that calls fmax unvectorized.
-            return f"({b} != {b} || {a} > {b} ? {a} : {b})"
+        if op in (BOp.MAX, BOp.MIN) and dtype.is_float:
+            # fmax and fmin (a NaN operand loses) as selects: x86 has no vector fmax, and
+            # compilers leave a loop that calls fmax unvectorized.
+            return f"({b} != {b} || {a} {'>' if op is BOp.MAX else '<'} {b} ? {a} : {b})"
         return super().binary(op, a, b, dtype, divisor)
 
     # ---- the kernel's frame -------------------------------------------------------------

@@ -9,7 +9,7 @@ What runs once per group rather than per work-item:
 
 - group ranges, local memory (``Define`` with ``Storage.LOCAL``);
 - loops that contain a barrier (their trip count must be the same for every work-item);
-- pure ops (cast, unary, binary) at that level whose operands are group-uniform:
+- pure ops (cast, unary, binary, where) at that level whose operands are group-uniform:
   hoisting them is what lets a barrier loop's trip count be computed, and saves work.
 
 A phase that ends in a bounds check ``if (l0 + offset < limit)`` runs its items of axis 0
@@ -45,6 +45,7 @@ from zyx.ir.ops import (
     Storage,
     Store,
     Unary,
+    Where,
 )
 
 
@@ -90,7 +91,7 @@ class Hoisted:
 
 Step: TypeAlias = "Phase | GroupLoop | Hoisted"
 
-_PURE = (Cast, Unary, Binary, Load)
+_PURE = (Cast, Unary, Binary, Where, Load)
 """Ops whose only effect is their value."""
 
 
@@ -195,8 +196,8 @@ class _Scheduler:
         op = self.ops[ref]
         if isinstance(op, Cast | Unary):
             return op.x in self.uniform
-        if isinstance(op, Binary):
-            return op.a in self.uniform and op.b in self.uniform
+        if isinstance(op, Binary | Where):
+            return all(ref in self.uniform for ref in _operands(op))
         return False
 
     def guard(self, phase: Phase, spilled: set[Ref]) -> Guard | None:
@@ -270,6 +271,8 @@ def _operands(op: object) -> tuple[Ref, ...]:
         return (op.x,)
     if isinstance(op, Binary):
         return (op.a, op.b)
+    if isinstance(op, Where):
+        return (op.cond, op.a, op.b)
     if isinstance(op, Loop):
         return (op.size,)
     if isinstance(op, If):

@@ -398,8 +398,9 @@ def _nextafter(a: Vec, b: Vec, dtype: DType) -> Vec:
     ``dtype`` itself, whatever the values compute in (float32 for f16 and bf16, float64 for
     the reference, where ``a`` is first rounded to ``dtype`` as a device holds it)."""
     held = np.result_type(a, b)
-    stepped = np.nextafter(dtype.round_array(np.asarray(a)), dtype.round_array(np.asarray(b)))
-    result = stepped.astype(held)
+    x, y = dtype.round_array(np.asarray(a)), dtype.round_array(np.asarray(b))
+    # a == b gives b, as C has it (numpy's float16 nextafter gives a: the sign of zero differs).
+    result = np.where(x == y, y, np.nextafter(x, y)).astype(held)
     return result[()] if result.ndim == 0 else result
 
 
