@@ -4,6 +4,7 @@ and refused as a destination."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -128,13 +129,49 @@ def test_the_pool_is_read_only(data_file: tuple[Path, bytes]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("offset", "nbytes"), [(0, 10_001), (9_999, 2), (-1, 4), (10_000, None), (5, 0), (0, 2.5)]
+    ("offset", "nbytes"),
+    [(0, 10_001), (9_999, 2), (-1, 4), (10_000, None), (5, 0), (0, 2.5), (0, True), (True, 8)],
 )
 def test_regions_outside_the_file_are_refused(
     data_file: tuple[Path, bytes], offset: int, nbytes: int | None
 ) -> None:
     with pytest.raises(BackendError, match="not a non-empty region") as caught:
         DiskPool().open(data_file[0], offset, nbytes)
+    assert caught.value.status is ErrorStatus.MEMORY_ALLOCATION
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "weights.fifo"
+    os.mkfifo(fifo)
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        try:
+            DiskPool().open(fifo, 0, 8)
+        except BaseException as error:  # noqa: BLE001 - the test looks at whatever it was
+            errors.append(error)
+
+    # In a thread: the open waited for a writer forever, and would hang the test run.
+    opener = threading.Thread(target=open_it, daemon=True)
+    opener.start()
+    opener.join(10)
+    assert not opener.is_alive(), "DiskPool.open waits for a writer of the FIFO"
+    (error,) = errors
+    assert isinstance(error, BackendError) and "is not a regular file" in str(error)
+    assert error.status is ErrorStatus.MEMORY_ALLOCATION
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "/dev/null", "."])
+def test_devices_and_folders_are_refused(special: str) -> None:
+    with pytest.raises(BackendError, match="not a regular file|cannot map") as caught:
+        DiskPool().open(special, 0, 8)
+    assert caught.value.status is ErrorStatus.MEMORY_ALLOCATION
+
+
+@pytest.mark.parametrize("path", [None, 3, b"weights.bin", "weights\0.bin"], ids=repr)
+def test_what_is_no_path_is_an_allocation_error(path: object) -> None:
+    with pytest.raises(BackendError, match="a file path") as caught:
+        DiskPool().open(path, 0, 8)  # type: ignore[arg-type]
     assert caught.value.status is ErrorStatus.MEMORY_ALLOCATION
 
 

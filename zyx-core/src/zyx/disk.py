@@ -7,14 +7,18 @@ memory (``HostPool`` asks its source pool to ``read`` into it); other pools stag
 one host buffer of the region's size (``MemoryPool``'s default copy). The map is closed
 when the last buffer over the file is released.
 
-The pool is read-only: ``allocate``, ``write`` and copies into it raise. A file that is
-truncated while mapped makes reads of the lost pages fail with SIGBUS, as with any map.
+The pool is read-only: ``allocate``, ``write`` and copies into it raise. Only regular
+files are mapped: a FIFO, a device or a socket is refused without reading from it (or
+waiting for a writer). A file that is truncated while mapped makes reads of the lost pages
+fail with SIGBUS, as with any map.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import reprlib
+import stat
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -57,13 +61,19 @@ class DiskPool(MemoryPool):
     ) -> Buffer:
         """A buffer over ``nbytes`` bytes of the file at ``path`` from byte ``offset``
         (``None``: to the end of the file). Maps the file; reads none of it."""
-        name = os.fspath(path)
+        name = _path_name(path)
         try:
-            with open(name, "rb") as file:
-                stat = os.fstat(file.fileno())
-                size = stat.st_size - offset if nbytes is None else nbytes
-                _check_region(name, stat.st_size, offset, size)
-                key = (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+            with open(name, "rb", opener=_open_nonblocking) as file:
+                status = os.fstat(file.fileno())
+                if not stat.S_ISREG(status.st_mode):
+                    raise BackendError(
+                        ErrorStatus.MEMORY_ALLOCATION,
+                        f"disk: {name!r} is not a regular file (a FIFO, a device, a folder?): "
+                        "only files are mapped",
+                    )
+                size = status.st_size - offset if nbytes is None else nbytes
+                _check_region(name, status.st_size, offset, size)
+                key = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
                 mapping = self._maps.get(key) or self._map(file, key)
         except OSError as error:
             raise BackendError(
@@ -116,12 +126,37 @@ class DiskPool(MemoryPool):
         )
 
 
+def _path_name(path: str | os.PathLike[str]) -> str:
+    """``path`` as the file name to open; what is neither a ``str`` nor an ``os.PathLike``
+    of one (``None``, bytes, an int, which ``open`` takes for a file descriptor), or a name
+    with a NUL byte, is MemoryAllocation."""
+    try:
+        name: object = os.fspath(path)
+    except TypeError:
+        name = None
+    if not isinstance(name, str) or "\0" in name:
+        raise BackendError(
+            ErrorStatus.MEMORY_ALLOCATION,
+            f"disk: a file path (str or os.PathLike) without NUL bytes is needed, got "
+            f"{reprlib.repr(path)}",
+        )
+    return name
+
+
+def _open_nonblocking(name: str, flags: int) -> int:
+    """``open``'s opener: a FIFO opens at once instead of waiting for a writer (and is
+    then refused); a regular file reads as without the flag."""
+    return os.open(name, flags | os.O_NONBLOCK)
+
+
 def _check_region(path: str, file_size: int, offset: int, nbytes: int) -> None:
     """Raise MemoryAllocation unless ``[offset, offset + nbytes)`` is a non-empty region of
     the file."""
     valid = (
         isinstance(offset, int)
         and isinstance(nbytes, int)
+        and not isinstance(offset, bool)
+        and not isinstance(nbytes, bool)
         and offset >= 0
         and nbytes > 0
         and offset + nbytes <= file_size
