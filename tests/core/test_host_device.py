@@ -24,7 +24,7 @@ from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage, Value, ceil_div
 from zyx.ir.interpreter import interpret
 from zyx.testing.examples import examples, saxpy
 from zyx.testing.harness import reference, run
-from zyx.testing.kernels import cast, elementwise
+from zyx.testing.kernels import cast, elementwise, nextafter_steps
 from zyx.testing.numerics import assert_close, poisoned, random
 from zyx.testing.test_dtypes import NEAR_TIES
 
@@ -178,6 +178,28 @@ def test_barriers_split_the_group_into_phases(device: HostDevice, local: int) ->
 
 
 @needs_cc
+def test_where_is_hoisted_when_uniform_and_spilled_across_barriers(device: HostDevice) -> None:
+    """A group-uniform ``where`` gives a barrier loop its trip count (computed once per
+    group); a per-item one is used after a barrier (kept per work-item)."""
+    kb = KernelBuilder("where_phases")
+    x, out = kb.param(DType.F32), kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    g, item = kb.group(0, 3), kb.local(0, 8)
+    shared = kb.define(DType.F32, 8, Storage.LOCAL)
+    v = x[g * 8 + item]
+    kept = kb.where(v < 0, 0.0, v)  # used after the barriers
+    acc = kb.define(DType.F32)
+    acc[0] = 0.0
+    with kb.loop(kb.where(g.eq(1), 3, 1)):
+        shared[item] = v
+        kb.barrier()
+        acc[0] = acc[0] + shared[7 - item]
+        kb.barrier()
+    out[g * 8 + item] = acc[0] + kept
+    args = [random(np.random.default_rng(2), DType.F32, 24), poisoned(DType.F32, 24)]
+    check_against_reference(device, kb.build(), args)
+
+
+@needs_cc
 def test_a_barrier_loop_with_a_per_item_trip_count_is_refused(device: HostDevice) -> None:
     kb = KernelBuilder("uneven")
     out = kb.param(DType.I32, ParamKind.GLOBAL_MUT)
@@ -234,6 +256,21 @@ def test_half_precision_matches_the_interpreter_bit_for_bit(
     expected = args[3].copy()
     interpret(half_kernel(dtype), [a, b, c, expected, len(a)])
     np.testing.assert_array_equal(out.astype(np.float64), expected.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", [DType.F16, DType.BF16])
+def test_nextafter_steps_on_the_16_bit_pattern(half_device: HostDevice, dtype: DType) -> None:
+    """At zero, subnormals, 1, the largest finite value, the infinities and NaN, with
+    ``_Float16`` and in software: bit for bit the interpreter's (NaN for NaN)."""
+    part = nextafter_steps(dtype, special=True)
+    kernel = elementwise("nextafter16", [part], 64)
+    a, b = part.sample(np.random.default_rng(0), 600)
+    out = run(half_device, kernel, [a, b, poisoned(dtype, len(a)), len(a)])[2]
+    expected = poisoned(dtype, len(a))
+    interpret(kernel, [a, b, expected, len(a)])
+    nan = np.isnan(expected.astype(np.float64))
+    assert np.array_equal(np.isnan(out.astype(np.float64)), nan)
+    np.testing.assert_array_equal(out.view(np.uint16)[~nan], expected.view(np.uint16)[~nan])
 
 
 def test_f64_to_f16_casts_round_once(half_device: HostDevice) -> None:

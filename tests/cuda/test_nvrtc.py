@@ -40,9 +40,9 @@ def compile_kernel(kernel: Kernel, arch: tuple[int, int]) -> Image:
 
 
 def ops_of(dtype: DType) -> list[kernels.Elementwise]:
-    """Every elementwise part defined on ``dtype``: copy, unary, binary ops and casts to
-    every dtype."""
-    parts = [kernels.copy(dtype)]
+    """Every elementwise part defined on ``dtype``: copy, unary, binary ops, ``where`` and
+    casts to every dtype."""
+    parts = [kernels.copy(dtype), kernels.where(dtype)]
     parts += [kernels.unary(op, dtype) for op in kernels.unary_ops(dtype)]
     parts += [kernels.binary(op, dtype) for op in kernels.binary_ops(dtype)]
     parts += [kernels.cast(dtype, dst) for dst in DType if dst is not dtype]
@@ -102,6 +102,15 @@ def test_special_constants_and_int64_literals_render_for_nvrtc() -> None:
 def test_math_functions_use_the_float_overloads_for_f32() -> None:
     code = CudaDialect().render(kernels.elementwise("m", ops_of(DType.F32))).code
     assert "expf(" in code and "sqrtf(" in code and "exp(" not in code.replace("expf(", "")
+    assert "tanhf(" in code and "rintf(" in code and "nextafterf(" in code
+
+
+@pytest.mark.parametrize("dtype", [DType.F16, DType.BF16], ids=str)
+def test_nextafter_of_half_types_steps_on_their_bits_not_in_float(dtype: DType) -> None:
+    part = kernels.nextafter_steps(dtype, special=True)
+    code = CudaDialect().render(kernels.elementwise("n", [part])).code
+    assert "nextafter" not in code
+    assert "_as_ushort(" in code and "__ushort_as_" in code
 
 
 def test_signature_is_extern_c_with_launch_bounds_of_the_local_size() -> None:

@@ -14,6 +14,7 @@ More sample kernels with their arguments (a tiled matmul among them) are in
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -40,17 +41,20 @@ ARITHMETIC = DTypeCapability.ARITHMETIC
 MATH = DTypeCapability.MATH
 STORAGE = DTypeCapability.STORAGE
 
-_FLOAT_ONLY_UNARY = frozenset(UOp) - {UOp.NEG, UOp.BITNOT, UOp.ABS}
 _BOOL_BINARY = (
     BOp.OR, BOp.AND, BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.NOTEQ, BOp.EQ, BOp.DIV, BOp.MOD,
-    BOp.ADD, BOp.SUB, BOp.MUL, BOp.MAX, BOp.SHL, BOp.SHR, BOp.CMPLT, BOp.CMPGT, BOp.CMPGE,
+    BOp.ADD, BOp.SUB, BOp.MUL, BOp.MAX, BOp.MIN, BOp.SHL, BOp.SHR, BOp.CMPLT, BOp.CMPGT,
+    BOp.CMPGE,
 )  # fmt: skip
 _NUMERIC_BINARY = (
     BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.MAX,
-    BOp.NOTEQ, BOp.EQ,
+    BOp.MIN, BOp.NOTEQ, BOp.EQ,
 )  # fmt: skip
 _INT_ONLY_BINARY = (BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.SHL, BOp.SHR)
-_TIES = frozenset({BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.MAX, BOp.NOTEQ, BOp.EQ})
+_FLOAT_ONLY_BINARY = tuple(op for op in BOp if op.is_float_only)
+_TIES = frozenset(
+    {BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.MAX, BOp.MIN, BOp.NOTEQ, BOp.EQ, BOp.NEXTAFTER}
+)
 
 
 @dataclass(frozen=True)
@@ -118,22 +122,28 @@ def binary_ops(dtype: DType) -> tuple[BOp, ...]:
     if dtype is DType.BOOL:
         return _BOOL_BINARY
     if dtype.is_float:
-        return (*_NUMERIC_BINARY, BOp.POW)
+        return (*_NUMERIC_BINARY, *_FLOAT_ONLY_BINARY)
     return (*_NUMERIC_BINARY, *_INT_ONLY_BINARY)
 
 
+_MATH_ULPS: dict[UOp | BOp, float] = {
+    UOp.EXP: 3, UOp.EXP2: 3, UOp.LN: 3, UOp.LOG2: 3, UOp.SIN: 4, UOp.COS: 4, BOp.POW: 16,
+    UOp.TAN: 5, UOp.TANH: 5, UOp.ASIN: 4, UOp.ACOS: 4, UOp.ATAN: 5, UOp.SINH: 4,
+    UOp.COSH: 4, UOp.ASINH: 4, UOp.ACOSH: 4, UOp.ATANH: 5, UOp.EXPM1: 3, UOp.LOG1P: 2,
+    UOp.LOG10: 3, BOp.ATAN2: 6, BOp.HYPOT: 4,
+}  # fmt: skip
+"""The math functions' limits, the same in OpenCL's single and double precision tables."""
+
 F32_ULPS: dict[UOp | BOp, float] = {
-    UOp.EXP: 3, UOp.EXP2: 3, UOp.LN: 3, UOp.LOG2: 3, UOp.SQRT: 3, UOp.SIN: 4, UOp.COS: 4,
-    UOp.RECIPROCAL: 2.5, BOp.DIV: 2.5, BOp.POW: 16,
+    **_MATH_ULPS, UOp.SQRT: 3, UOp.RECIPROCAL: 2.5, BOp.DIV: 2.5,
 }  # fmt: skip
 """The largest error of these f32 ops, in ulps, that OpenCL's full profile allows (the
 OpenCL C spec's table of "ULP values for single precision built-in math functions");
 CUDA's and C libraries' are smaller. Every other float op, and every conversion, must be
-correctly rounded: at most half an ulp off."""
+correctly rounded (``ceil``, ``rint``, ``min``, ``copysign`` and ``nextafter`` too, which
+are exact): at most half an ulp off."""
 
-F64_ULPS: dict[UOp | BOp, float] = {
-    UOp.EXP: 3, UOp.EXP2: 3, UOp.LN: 3, UOp.LOG2: 3, UOp.SIN: 4, UOp.COS: 4, BOp.POW: 16,
-}  # fmt: skip
+F64_ULPS: dict[UOp | BOp, float] = dict(_MATH_ULPS)
 """The same for f64 (the spec's "ULP values for double precision built-in math
 functions"): there square root, reciprocal and division are correctly rounded."""
 
@@ -170,7 +180,7 @@ def ulp_budget(op: UOp | BOp | None, dtype: DType) -> float | None:
 
 def capability(op: UOp | BOp) -> DTypeCapability:
     """What an op needs of its dtype: MATH for the float-only ops, else ARITHMETIC."""
-    return MATH if op in _FLOAT_ONLY_UNARY or op is BOp.POW else ARITHMETIC
+    return MATH if op.is_float_only else ARITHMETIC
 
 
 def unary(op: UOp, dtype: DType) -> Elementwise:
@@ -196,6 +206,53 @@ def binary(op: BOp, dtype: DType) -> Elementwise:
         sample=_binary_domain(op, dtype),
         needs=((dtype, capability(op)), *([(DType.BOOL, STORAGE)] if op.is_comparison else [])),
         ulps=None if op.is_comparison else ulp_budget(op, dtype),
+    )
+
+
+def where(dtype: DType) -> Elementwise:
+    """``out = cond ? a : b``, ``cond`` a bool input: a select that copies either operand
+    exactly."""
+    choices = _copy_domain(dtype)
+    return Elementwise(
+        name=f"where_{dtype}",
+        inputs=(DType.BOOL, dtype, dtype),
+        output=dtype,
+        compute=lambda cond, a, b: a.builder.where(cond, a, b),
+        sample=lambda rng, n: [random(rng, DType.BOOL, n), *choices(rng, n), *choices(rng, n)],
+        needs=((dtype, STORAGE), (DType.BOOL, STORAGE)),
+        ulps=0.5 if dtype.is_float else None,
+    )
+
+
+def nextafter_steps(dtype: DType, special: bool = False) -> Elementwise:
+    """``nextafter(a, b)`` for every pair of float ``dtype``'s edges: the least subnormal,
+    the largest subnormal and the least normal, 1 and its neighbours, the largest finite
+    value, of both signs; ``special`` adds both zeros, the infinities and NaN. Every step
+    is exact, in ``dtype``'s own ulps (f16 and bf16 compute in float32, whose steps are
+    smaller); a zero result's sign is defined only where ``special``."""
+    info = ml_dtypes.finfo(dtype.numpy)
+    least, normal = float(info.smallest_subnormal), float(info.smallest_normal)
+    eps, top = float(info.eps), float(info.max)
+    edges = [least, normal - least, normal, 1.0 - eps / 2, 1.0, 1.0 + eps, 0.5, 3.0, top]
+    edges += [-x for x in edges]
+    edges += [0.0, -0.0, np.inf, -np.inf, np.nan] if special else []
+    a, b = (np.array(pairs, dtype.numpy) for pairs in zip(*itertools.product(edges, edges)))
+
+    def sample(rng: np.random.Generator, n: int) -> list[Array]:
+        if n < len(a):
+            raise ValueError(f"{len(a)} pairs of edges need {len(a)} elements, not {n}")
+        return [np.resize(a, n), np.resize(b, n)]
+
+    return Elementwise(
+        name=f"nextafter_steps{'_ieee' if special else ''}_{dtype}",
+        inputs=(dtype, dtype),
+        output=dtype,
+        compute=lambda x, y: x.builder.binary(BOp.NEXTAFTER, x, y),
+        sample=sample,
+        needs=((dtype, MATH),),
+        ulps=0.5,
+        ieee=True,
+        signed_zeros=special,
     )
 
 
@@ -350,6 +407,8 @@ def _copy_domain(dtype: DType) -> Sampler:
 def _unary_domain(op: UOp, dtype: DType) -> Sampler:
     if op is UOp.RECIPROCAL:
         return lambda rng, n: [_signed(rng, dtype, n, 0.25, 4)]
+    if op is UOp.RINT:
+        return lambda rng, n: [_with_ties(rng, random(rng, dtype, n, -20.0, 20.0))]
     if op in (UOp.NEG, UOp.ABS) and not dtype.is_float:
         top = int(np.iinfo(dtype.numpy).max)  # not the minimum: its negation overflows
         return lambda rng, n: [random(rng, dtype, n, -top, top)]
@@ -362,8 +421,21 @@ def _unary_domain(op: UOp, dtype: DType) -> Sampler:
 _FLOAT_DOMAINS = {
     UOp.LN: (0.05, 20.0), UOp.LOG2: (0.05, 20.0), UOp.SQRT: (0.05, 20.0),
     UOp.SIN: (-6.0, 6.0), UOp.COS: (-6.0, 6.0), UOp.FLOOR: (-20.0, 20.0),
-    UOp.TRUNC: (-20.0, 20.0),
+    UOp.TRUNC: (-20.0, 20.0), UOp.TAN: (-6.0, 6.0), UOp.ASIN: (-1.0, 1.0),
+    UOp.ACOS: (-1.0, 1.0), UOp.SINH: (-10.0, 10.0), UOp.COSH: (-10.0, 10.0),
+    UOp.ASINH: (-20.0, 20.0), UOp.ACOSH: (1.0, 20.0), UOp.ATANH: (-0.99, 0.99),
+    UOp.LOG1P: (-0.95, 20.0), UOp.LOG10: (0.05, 20.0), UOp.CEIL: (-20.0, 20.0),
 }  # fmt: skip
+"""Where each float function is defined (and its result finite in f16), ``[-4, 4]`` for
+the others."""
+
+
+def _with_ties(rng: np.random.Generator, x: Array) -> Array:
+    """``x`` with a quarter of its values moved halfway between two integers (``rint``
+    rounds those to the even one)."""
+    ties = rng.random(len(x)) < 0.25
+    x[ties] = np.floor(x[ties].astype(np.float64)) + 0.5
+    return x
 
 
 def _binary_domain(op: BOp, dtype: DType) -> Sampler:
@@ -486,7 +558,8 @@ def subnormal_values(dtype: DType) -> Array:
 def with_special_values(
     part: Elementwise, *, signed_zeros: bool = True, subnormals: bool = False
 ) -> Elementwise:
-    """``part`` (a float op, or a cast from a float) on inputs half of which are
+    """``part`` (a float op, or a cast from a float) on inputs half of which (of its float
+    inputs) are
     :func:`special_values` (:func:`subnormal_values` where ``subnormals``), those its
     output can hold (C leaves a conversion past a float's range undefined), checked by
     :func:`~zyx.testing.numerics.assert_ieee`. ``signed_zeros``: whether the sign of a zero
@@ -496,7 +569,8 @@ def with_special_values(
         part,
         name=f"{part.name}_{'subnormal' if subnormals else 'ieee'}",
         sample=lambda rng, n: [
-            _with_specials(rng, d, part.output, n, values(d)) for d in part.inputs
+            _with_specials(rng, d, part.output, n, values(d) if d.is_float else None)
+            for d in part.inputs
         ],
         ieee=True,
         signed_zeros=signed_zeros,
@@ -504,11 +578,14 @@ def with_special_values(
 
 
 def _with_specials(
-    rng: np.random.Generator, dtype: DType, target: DType, n: int, specials: Array
+    rng: np.random.Generator, dtype: DType, target: DType, n: int, specials: Array | None
 ) -> Array:
     """Random values of ``dtype``, half of them replaced by ``specials`` that ``target``
-    can hold (a finite one past ``target``'s range is left out)."""
+    can hold (a finite one past ``target``'s range is left out); ``None``: none replaced
+    (the condition of a ``where``)."""
     values = random(rng, dtype, n)
+    if specials is None:
+        return values
     if target.is_float:
         held = np.abs(specials.astype(np.float64)) <= _end(target)
         specials = specials[held | ~np.isfinite(specials.astype(np.float64))]

@@ -1,7 +1,8 @@
-"""Numbers: all 13 unary and 19 binary ops on every dtype they are defined for, the float
-ops and casts on NaN, infinities and signed zeros, integer overflow (which wraps) and
-bounds checks at the ends of i64, and the sample kernels of :mod:`zyx.testing.examples`,
-against the interpreter in float64.
+"""Numbers: all 28 unary and 24 binary ops and ``where`` on every dtype they are defined
+for, the float ops and casts on NaN, infinities and signed zeros, ``nextafter`` at the
+edges of each float dtype, integer overflow (which wraps) and bounds checks at the ends of
+i64, and the sample kernels of :mod:`zyx.testing.examples`, against the interpreter in
+float64.
 
 An op is tested on a dtype when the device claims what it needs (MATH for the float-only
 ops and ``pow``, ARITHMETIC for the rest); all ops of one dtype share one kernel.
@@ -28,8 +29,10 @@ from zyx.testing.kernels import (
     cast,
     division_by_constants,
     division_edges,
+    nextafter_steps,
     unary,
     unary_ops,
+    where,
     with_special_values,
     wrapping,
 )
@@ -54,10 +57,16 @@ def test_binary(batches: Batches, op: BOp, dtype: DType) -> None:
     batches.outcome(f"ops_{dtype}", ops(dtype), binary(op, dtype)).check()
 
 
+@pytest.mark.parametrize("dtype", list(DType), ids=str)
+def test_where(batches: Batches, dtype: DType) -> None:
+    """``cond ? a : b`` per element, either operand copied exactly."""
+    batches.outcome(f"ops_{dtype}", ops(dtype), where(dtype)).check()
+
+
 def ops(dtype: DType) -> list[Elementwise]:
-    """Every unary and binary op on ``dtype``: one batch, one kernel."""
+    """Every unary and binary op on ``dtype``, and ``where``: one batch, one kernel."""
     unaries = [unary(op, dtype) for op in unary_ops(dtype)]
-    return unaries + [binary(op, dtype) for op in binary_ops(dtype)]
+    return [*unaries, *(binary(op, dtype) for op in binary_ops(dtype)), where(dtype)]
 
 
 FLOATS = [d for d in DType if d.is_float]
@@ -74,8 +83,7 @@ def test_special_values(batches: Batches, op: UOp | BOp, dtype: DType) -> None:
     ``fmax(NaN, x)`` is ``x``, a comparison with NaN is false (``!=`` true), ``pow(1, NaN)``
     is 1. Not on a device built for finite math, where they are undefined."""
     _refuse_finite_math(batches.device)
-    parts = [_ieee_op(o, d) for o, d in IEEE_OPS if d is dtype]
-    batches.outcome(f"ieee_{dtype}", parts, _ieee_op(op, dtype)).check()
+    batches.outcome(f"ieee_{dtype}", _ieee_parts(dtype), _ieee_op(op, dtype)).check()
 
 
 @pytest.mark.parametrize("op, dtype", IEEE_OPS, ids=lambda x: str(x.value))
@@ -84,18 +92,62 @@ def test_subnormals(batches: Batches, op: UOp | BOp, dtype: DType) -> None:
     product below the normal range rounds to a subnormal, ``sqrt(least)`` is not 0. Not on
     a device that flushes them (``DeviceInfo.subnormals``) or builds for finite math."""
     _refuse_flushing(batches.device)
-    parts = [_ieee_op(o, d, subnormals=True) for o, d in IEEE_OPS if d is dtype]
+    parts = _ieee_parts(dtype, subnormals=True)
     outcome = batches.outcome(f"subnormal_{dtype}", parts, _ieee_op(op, dtype, subnormals=True))
     outcome.check()
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_where_special_values(batches: Batches, dtype: DType) -> None:
+    """NaN, infinities and signed zeros pass through a select as they are."""
+    _refuse_finite_math(batches.device)
+    part = with_special_values(where(dtype))
+    batches.outcome(f"ieee_{dtype}", _ieee_parts(dtype), part).check()
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_where_subnormals(batches: Batches, dtype: DType) -> None:
+    """Subnormals pass through a select unflushed."""
+    _refuse_flushing(batches.device)
+    part = with_special_values(where(dtype), subnormals=True)
+    batches.outcome(f"subnormal_{dtype}", _ieee_parts(dtype, subnormals=True), part).check()
+
+
+def _ieee_parts(dtype: DType, subnormals: bool = False) -> list[Elementwise]:
+    """The batch of ``dtype``'s special-value (or subnormal) tests: every op, and ``where``."""
+    parts = [_ieee_op(o, d, subnormals) for o, d in IEEE_OPS if d is dtype]
+    return [*parts, with_special_values(where(dtype), subnormals=subnormals)]
 
 
 def _ieee_op(op: UOp | BOp, dtype: DType, subnormals: bool = False) -> Elementwise:
     """``op`` on ``dtype`` with special values (or subnormals) among its inputs."""
     if isinstance(op, UOp):
         return with_special_values(unary(op, dtype), subnormals=subnormals)
-    # fmax(-0, +0) may give either zero.
-    signed_zeros = op is not BOp.MAX
+    # fmax(-0, +0) and fmin(-0, +0) may give either zero.
+    signed_zeros = op not in (BOp.MAX, BOp.MIN)
     return with_special_values(binary(op, dtype), signed_zeros=signed_zeros, subnormals=subnormals)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_nextafter_steps_in_its_own_dtype(batches: Batches, dtype: DType) -> None:
+    """``nextafter`` between the least subnormal, the least normal, 1 and its neighbours and
+    the largest finite value, of both signs, steps one ulp of ``dtype`` (f16 and bf16 too,
+    which compute in float32): into and out of the subnormals, across zero, to 1's
+    neighbours, down from the largest. Not where subnormals may be flushed."""
+    if not batches.device.info.subnormals:
+        pytest.skip(f"{batches.device.name} may flush subnormals to zero (DeviceInfo.subnormals)")
+    parts = [nextafter_steps(d) for d in FLOATS]
+    batches.outcome("nextafter_steps", parts, nextafter_steps(dtype)).check()
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_nextafter_special_values(batches: Batches, dtype: DType) -> None:
+    """``nextafter`` of and toward zeros, infinities and NaN as well: from either zero to
+    the least subnormal with the target's sign, from -least toward +1 to -0, from the
+    largest finite toward inf to inf and back, ``a == b`` to ``b``, NaN in to NaN out."""
+    _refuse_flushing(batches.device)
+    parts = [nextafter_steps(d, special=True) for d in FLOATS]
+    batches.outcome("nextafter_ieee", parts, nextafter_steps(dtype, special=True)).check()
 
 
 IEEE_CASTS = [(s, d) for s in FLOATS for d in (*FLOATS, DType.BOOL) if d is not s]
