@@ -121,6 +121,38 @@ def test_config_validate_names_the_bad_field(
     assert "Traceback" not in err
 
 
+def test_config_validate_lists_every_problem(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.json"
+    config = {"host": {"threads": "all", "treads": 2}, "default_device": "CUDA", "typo": 1}
+    path.write_text(json.dumps(config))
+    code, _, err = invoke(monkeypatch, environ, "config", "validate", str(path))
+    assert code == 1 and "more problem" not in err  # it said "(and 3 more problems)"
+    lines = err.splitlines()
+    assert len(lines) == 4 and all(line.startswith(f"error: {path}: ") for line in lines)
+    for field in ("host.threads = 'all'", "host.treads = 2", "default_device", "typo = 1"):
+        assert any(field in line for line in lines), field
+
+
+@pytest.mark.parametrize("named", ["/dev/zero", "nested", "digits", "large"])
+def test_a_config_file_that_hung_or_tracebacked_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str], tmp_path: Path, named: str
+) -> None:
+    texts = {
+        "nested": '{"host": {"threads": ' + "[" * 100_000 + "]" * 100_000 + "}}",
+        "digits": '{"host": {"threads": ' + "9" * 5000 + "}}",
+        "large": json.dumps({"host": {"treads": "z" * 500_000}}),
+    }
+    path = Path(named)
+    if named in texts:
+        path = tmp_path / "config.json"
+        path.write_text(texts[named])
+    code, out, err = invoke(monkeypatch, {**environ, "ZYX_CONFIG": str(path)}, "devices")
+    assert code == 1 and out == ""
+    assert err.startswith(f"error: {path}: ") and err.count("\n") == 1 and len(err) < 1000
+
+
 @pytest.mark.parametrize(
     ("device", "problem"),
     [

@@ -4,6 +4,8 @@ names its source, the field path and the value."""
 from __future__ import annotations
 
 import json
+import os
+import threading
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,8 @@ from pydantic import PositiveInt
 
 from zyx.config import (
     CONFIGURE,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
     BackendSection,
     flatten,
     read_environment,
@@ -304,3 +308,95 @@ def test_unreadable_file_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot be read") as caught:
         read_file(path)
     assert caught.value.source == str(path)
+
+
+# ---- sources that hang, flood or traceback -------------------------------------------------
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(
+    environ: dict[str, str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    environ["ZYX_CONFIG"] = str(fifo)
+    errors: list[BaseException] = []
+
+    def read_it() -> None:
+        try:
+            registry(environ).device()
+        except BaseException as error:  # noqa: BLE001 - the test looks at whatever it was
+            errors.append(error)
+
+    # In a thread: the read waited for a writer forever, and would hang the test run.
+    reader = threading.Thread(target=read_it, daemon=True)
+    reader.start()
+    reader.join(30)
+    assert not reader.is_alive(), "reading ZYX_CONFIG waits for a writer of the FIFO"
+    (error,) = errors
+    assert isinstance(error, ConfigError) and "is not a regular file" in str(error)
+
+
+def test_a_device_file_is_refused_unread(environ: dict[str, str]) -> None:
+    # /dev/zero was read until MemoryError.
+    error = config_error({**environ, "ZYX_CONFIG": "/dev/zero"})
+    assert error.source == "/dev/zero" and "not a regular file" in error.problem
+
+
+def test_a_file_over_the_size_limit_is_refused(environ: dict[str, str]) -> None:
+    path = write_config(environ, '{"host": {"threads": 2}}' + " " * MAX_FILE_BYTES)
+    error = config_error(environ)
+    assert error.source == str(path) and f"over {MAX_FILE_BYTES} bytes" in error.problem
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 100_000])
+def test_json_nested_too_deep_is_one_config_error(environ: dict[str, str], depth: int) -> None:
+    """100,000 levels raised RecursionError from the JSON parser; fewer, past MAX_DEPTH,
+    reach validation as a value no field takes."""
+    nested = "[" * depth + "]" * depth
+    path = write_config(environ, '{"host": {"threads": ' + nested + "}}")
+    assert "nested deeper than" in str(config_error(environ))
+    path.unlink()
+    environ["ZYX_HOST__THREADS"] = nested
+    error = config_error(environ)
+    assert error.source == "ZYX_HOST__THREADS" and "nested deeper than" in error.problem
+    assert len(str(error)) < 1000
+
+
+def test_configure_with_a_value_nested_too_deep_is_one_config_error(
+    environ: dict[str, str],
+) -> None:
+    value: list[Any] = []
+    for _ in range(100_000):
+        value = [value]
+    error = config_error(environ, host={"threads": value})
+    assert error.field == "host.threads" and "nested deeper than" in error.problem
+
+
+def test_an_integer_of_too_many_digits_is_one_config_error(environ: dict[str, str]) -> None:
+    digits = "9" * 5000  # json raised ValueError: Exceeds the limit (4300 digits)
+    path = write_config(environ, '{"host": {"threads": ' + digits + "}}")
+    error = config_error(environ)
+    assert error.source == str(path) and "a number of more than" in error.problem
+    path.unlink()
+    error = config_error({**environ, "ZYX_HOST__THREADS": digits})
+    assert error.source == "ZYX_HOST__THREADS" and len(str(error)) < 1000
+    error = config_error(environ, host={"threads": 10**5000})  # its repr raised too
+    assert "an int of about 5000 digits" in str(error)
+
+
+def test_a_huge_value_is_cut_in_the_message(environ: dict[str, str]) -> None:
+    huge = "z" * (900 << 10)
+    write_config(environ, {"host": {"treads": huge}})
+    error = config_error(environ)
+    assert error.field == "host.treads" and error.value == huge
+    assert len(str(error)) < 1000 and "unknown key; host takes" in str(error)
+
+
+def test_every_problem_is_kept_in_the_error() -> None:
+    raw = flatten({"q": {"queues": 0, "extra": 1}, "default_devic": "host"}, "test.json")
+    with pytest.raises(ConfigError) as caught:
+        validate(raw, {"q": QueueSection})
+    fields = [problem.field for problem in caught.value.problems]
+    assert sorted(fields) == ["default_devic", "q.extra", "q.queues"]
+    assert "(and 2 more problems)" in str(caught.value)
+    assert all("more problem" not in problem.alone for problem in caught.value.problems)

@@ -23,7 +23,7 @@ import zyx
 from zyx.backend import Device
 from zyx.config import Config, read_file
 from zyx.dtypes import DTypeCapability
-from zyx.errors import ZyxError
+from zyx.errors import ConfigError, ZyxError
 from zyx.hookspecs import PLUGIN_API_VERSION
 from zyx.plugins import BackendRecord, State, registry
 
@@ -210,7 +210,12 @@ def config_validate(
     """Check a config file against the sections of every installed plugin, whatever
     ZYX_PLUGINS or ZYX_DISABLE_PLUGIN_AUTOLOAD say (those it disables are imported for it)."""
     reg = registry()
-    checked = reg.check_config(read_file(file, required_by="zyx config validate"), (file,))
+    try:
+        checked = reg.check_config(read_file(file, required_by="zyx config validate"), (file,))
+    except ConfigError as error:  # every problem, one line each: the user fixes them at once
+        for problem in error.problems:
+            err.print(f"[red]error: {escape(problem.alone)}[/red]", soft_wrap=True)
+        raise typer.Exit(1) from None
     for warning in checked.warnings:
         out.print(f"[yellow]warning: {escape(warning)}[/yellow]")
     if checked.unchecked:

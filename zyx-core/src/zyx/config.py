@@ -10,18 +10,25 @@ Sources, later wins:
 4. ``zyx.configure(...)``.
 
 Every value keeps the name of its source (file path, variable, ``zyx.configure()``), so an
-invalid one raises a ``ConfigError`` that names source, field path and value, and
+invalid one raises a ``ConfigError`` that names source, field path and value (cut to a
+readable length), listing every problem found, and
 ``zyx config show`` can say where each value came from. zyx reads the sources itself rather
 than through pydantic-settings, whose merged sources no longer know which variable or file
 a bad value came from.
 
 A backend's section is a subclass of :class:`BackendSection`, named by its ``BackendSpec``.
+
+Nothing a source holds hangs, floods or tracebacks: the file is read only where it is a
+regular file of at most ``MAX_FILE_BYTES`` (a FIFO would wait for a writer, ``/dev/zero``
+never end), JSON nested deeper than ``MAX_DEPTH`` and integers past Python's digit limit
+are problems like any other.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,6 +39,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pydantic_core import PydanticCustomError
 
 from zyx.errors import ConfigError
+from zyx.files import NotARegularFile, open_regular
 
 FieldPath = tuple[str, ...]
 """A field's place in the config: ``("cuda", "queues")`` or ``("default_device",)``."""
@@ -45,6 +53,13 @@ SCALARS = frozenset({"default_device"})
 """Top-level fields that are values rather than sections."""
 CORE_SECTIONS = frozenset({"autotune"})
 """Sections that belong to zyx itself rather than to a backend."""
+
+MAX_FILE_BYTES = 1 << 20
+"""The largest config file zyx reads: a whole config is a few hundred bytes; a larger file
+is something else named by mistake."""
+MAX_DEPTH = 16
+"""The deepest nesting of objects and lists a config holds (its own is 3: a section, a
+field, a list)."""
 
 
 class BackendSection(BaseModel):
@@ -166,16 +181,25 @@ def read_file(path: Path, *, required_by: str | None = None) -> RawConfig:
     """The settings in a JSON config file. A missing file is empty unless ``required_by``
     (the variable or command that named it) says it must exist."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open_regular(path) as file:
+            content = file.read(MAX_FILE_BYTES + 1)
+        text = content.decode("utf-8")
     except (FileNotFoundError, NotADirectoryError):
         # The default place may not even be a possible path (XDG_CONFIG_HOME names a file).
         if required_by is None:
             return {}
         raise ConfigError(required_by, "(file)", str(path), "no such file") from None
+    except NotARegularFile:
+        raise ConfigError(
+            str(path), "(file)", str(path), "is not a regular file (a FIFO, a device?): not read"
+        ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(str(path), "(file)", str(path), f"cannot be read: {error}") from None
+    if len(content) > MAX_FILE_BYTES:
+        problem = f"is over {MAX_FILE_BYTES} bytes: no config file is"
+        raise ConfigError(str(path), "(file)", str(path), problem)
     try:
-        data = json.loads(text)
+        data = _parse(text, str(path), "(file)", str(path))
     except json.JSONDecodeError as error:
         # A truncated file fails past its last line: show the last line there is.
         lines = text.splitlines() or [text]
@@ -200,19 +224,34 @@ def read_environment(environ: Mapping[str, str]) -> RawConfig:
         key = name[len("ZYX_") :].lower()
         section, nested, field = key.partition("__")
         if nested and section and field:
-            raw[(section, field)] = Setting(_decode(text), name)
+            raw[(section, field)] = Setting(_decode(text, name, f"{section}.{field}"), name)
         elif key in SCALARS:
-            raw[(key,)] = Setting(_decode(text), name)
+            raw[(key,)] = Setting(_decode(text, name, key), name)
     return raw
 
 
-def _decode(text: str) -> Any:
+def _decode(text: str, variable: str, field: str) -> Any:
     # Values are JSON so lists and booleans can be written; a bare word such as
     # ZYX_DEFAULT_DEVICE=cuda is not JSON and is taken as the string it reads as.
     try:
-        return json.loads(text)
+        return _parse(text, variable, field, text)
     except json.JSONDecodeError:
         return text
+
+
+def _parse(text: str, source: str, field: str, shown: object) -> Any:
+    """``text`` as JSON. JSON nested too deep for Python's parser, or a number of more
+    digits than Python converts, is a ``ConfigError`` naming ``source``, ``field`` and
+    ``shown``; a syntax error stays a ``json.JSONDecodeError``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        problem = f"objects and lists nested deeper than {MAX_DEPTH}"
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        problem = f"a number of more than {sys.get_int_max_str_digits()} digits"
+    raise ConfigError(source, field, shown, problem)
 
 
 def read_sources(environ: Mapping[str, str]) -> Sources:
@@ -268,27 +307,20 @@ def validate(
     A section that no installed plugin could own is ignored with a warning; one that an
     installed but unloaded plugin owns (quarantined, disabled) is ignored, with a warning
     saying why where ``unchecked`` (section name to why) has it, else silently: the
-    plugin's own state says why. Raises ``ConfigError`` for the first invalid value.
+    plugin's own state says why. Raises ``ConfigError`` naming the first invalid value,
+    with every other one in its ``others``.
     """
     known = CORE_SECTIONS | SCALARS | sections.keys()
     nested: dict[str, Any] = {}
     ignored: dict[str, str] = {}
+    problems: list[ConfigError] = []
     for path, setting in raw.items():
         head = path[0]
-        if head not in known and len(path) == 1:  # a misspelt value, not a section
-            names = ", ".join(sorted(known))
-            raise ConfigError(
-                setting.source, head, setting.value, f"unknown key; the config takes: {names}"
-            )
-        if head not in known:
+        problem = _key_problem(path, known) or _depth_problem(setting.value)
+        if problem:
+            problems.append(ConfigError(setting.source, ".".join(path), setting.value, problem))
+        elif head not in known:
             ignored.setdefault(head, setting.source)
-        elif (head in SCALARS) != (len(path) == 1):
-            problem = (
-                "is a value, not a section"
-                if head in SCALARS
-                else 'is a section: an object of fields, e.g. {"enabled": true}'
-            )
-            raise ConfigError(setting.source, ".".join(path), setting.value, f"{head} {problem}")
         elif len(path) == 1:
             nested[head] = setting.value
         else:
@@ -297,9 +329,14 @@ def validate(
     try:
         values = model.model_validate(nested)
     except ValidationError as error:
-        raise _config_error(error, raw, model) from None
+        problems += _config_errors(error, raw, model)
     except Exception as error:  # a plugin's validator with a bug, on the user's value
         raise _validator_error(error, raw, sections, nested) from error
+    if problems:
+        first = problems[0]
+        raise ConfigError(
+            first.source, first.field, first.value, first.problem, others=problems[1:]
+        )
     unchecked = {name: why for name, why in (unchecked or {}).items() if name in ignored}
     warnings = tuple(
         f"section {name!r} (from {source}) is for a backend that is not installed; ignored"
@@ -312,23 +349,51 @@ def validate(
     return Config(values, sources, files, warnings, tuple(unchecked))
 
 
-def _config_error(error: ValidationError, raw: RawConfig, model: type[BaseModel]) -> ConfigError:
-    """The first problem of ``error`` as a ``ConfigError`` naming its source."""
-    problems = error.errors()
-    first = problems[0]
-    loc = tuple(first["loc"])
-    names = tuple(str(part) for part in loc if isinstance(part, str))
-    source = next(
-        (raw[names[:n]].source for n in range(len(names), 0, -1) if names[:n] in raw), DEFAULT
-    )
-    problem = first["msg"]
-    if first["type"] == "extra_forbidden":
-        problem = f"unknown key; {'.'.join(names[:-1]) or 'the config'} takes: " + ", ".join(
-            _fields_at(model, names[:-1])
+def _key_problem(path: FieldPath, known: Collection[str]) -> str:
+    """What is wrong with where a setting is (a misspelt value, a value given as a
+    section or a section as a value), or ``""``."""
+    head = path[0]
+    if head not in known and len(path) == 1:  # a misspelt value, not a section
+        return f"unknown key; the config takes: {', '.join(sorted(known))}"
+    if head in known and (head in SCALARS) != (len(path) == 1):
+        if head in SCALARS:
+            return f"{head} is a value, not a section"
+        return f'{head} is a section: an object of fields, e.g. {{"enabled": true}}'
+    return ""
+
+
+def _depth_problem(value: Any) -> str:
+    """``""``, unless ``value`` nests objects and lists deeper than ``MAX_DEPTH``
+    (``zyx.configure()``'s values come from Python, not through JSON's parser)."""
+    stack = [(value, 1)]
+    while stack:  # no recursion: the value may be nested past Python's stack
+        item, depth = stack.pop()
+        if isinstance(item, (Mapping, list, tuple)):
+            if depth > MAX_DEPTH:
+                return f"objects and lists nested deeper than {MAX_DEPTH}"
+            inner = item.values() if isinstance(item, Mapping) else item
+            stack += [(part, depth + 1) for part in inner]
+    return ""
+
+
+def _config_errors(
+    error: ValidationError, raw: RawConfig, model: type[BaseModel]
+) -> list[ConfigError]:
+    """Each problem of ``error`` as a ``ConfigError`` naming its source."""
+    found = []
+    for problem in error.errors():
+        loc = tuple(problem["loc"])
+        names = tuple(str(part) for part in loc if isinstance(part, str))
+        source = next(
+            (raw[names[:n]].source for n in range(len(names), 0, -1) if names[:n] in raw),
+            DEFAULT,
         )
-    if len(problems) > 1:
-        problem += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
-    return ConfigError(source, _dotted(loc), first["input"], problem)
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            section = ".".join(names[:-1]) or "the config"
+            message = f"unknown key; {section} takes: " + ", ".join(_fields_at(model, names[:-1]))
+        found.append(ConfigError(source, _dotted(loc), problem["input"], message))
+    return found
 
 
 def _validator_error(

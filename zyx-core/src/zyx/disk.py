@@ -18,12 +18,12 @@ from __future__ import annotations
 import mmap
 import os
 import reprlib
-import stat
 from dataclasses import dataclass
 from typing import BinaryIO
 
 from zyx.backend import Buffer, MemoryPool
 from zyx.errors import BackendError, ErrorStatus
+from zyx.files import open_regular
 
 _FileKey = tuple[int, int, int, int]
 """Device, inode, size and modification time: a file rewritten since gets a new map."""
@@ -63,14 +63,8 @@ class DiskPool(MemoryPool):
         (``None``: to the end of the file). Maps the file; reads none of it."""
         name = _path_name(path)
         try:
-            with open(name, "rb", opener=_open_nonblocking) as file:
+            with open_regular(name) as file:
                 status = os.fstat(file.fileno())
-                if not stat.S_ISREG(status.st_mode):
-                    raise BackendError(
-                        ErrorStatus.MEMORY_ALLOCATION,
-                        f"disk: {name!r} is not a regular file (a FIFO, a device, a folder?): "
-                        "only files are mapped",
-                    )
                 size = status.st_size - offset if nbytes is None else nbytes
                 _check_region(name, status.st_size, offset, size)
                 key = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
@@ -141,12 +135,6 @@ def _path_name(path: str | os.PathLike[str]) -> str:
             f"{reprlib.repr(path)}",
         )
     return name
-
-
-def _open_nonblocking(name: str, flags: int) -> int:
-    """``open``'s opener: a FIFO opens at once instead of waiting for a writer (and is
-    then refused); a regular file reads as without the flag."""
-    return os.open(name, flags | os.O_NONBLOCK)
 
 
 def _check_region(path: str, file_size: int, offset: int, nbytes: int) -> None:

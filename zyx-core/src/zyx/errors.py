@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import reprlib
 from collections.abc import Sequence
 from enum import Enum
+
+SHOWN_CHARS = 200
+"""About the most characters of one value, or of one name, that a message shows: a 300 MB
+value in a config file must not make a 300 MB message."""
 
 
 class ErrorStatus(Enum):
@@ -47,14 +53,37 @@ class BackendError(ZyxError):
 
 
 class ConfigError(ZyxError):
-    """A configuration value is invalid. Names the source, the field path and the value."""
+    """A configuration value is invalid. Names the source, the field path and the value,
+    each cut to a readable length (``shown``); ``value`` keeps the value itself.
 
-    def __init__(self, source: str, field: str, value: object, problem: str) -> None:
+    ``others`` are the further problems found in the same configuration (``problems`` has
+    them all): the message names the first and counts the rest.
+    """
+
+    def __init__(
+        self,
+        source: str,
+        field: str,
+        value: object,
+        problem: str,
+        *,
+        others: Sequence[ConfigError] = (),
+    ) -> None:
         self.source = source
         self.field = field
         self.value = value
         self.problem = problem
-        super().__init__(f"{source}: {field} = {value!r}: {problem}")
+        self.others = tuple(others)
+        self.alone = f"{cut(source)}: {cut(field)} = {shown(value)}: {cut(problem)}"
+        """The message of this problem alone, without the count of the others."""
+        more = len(self.others)
+        counted = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        super().__init__(self.alone + counted)
+
+    @property
+    def problems(self) -> tuple[ConfigError, ...]:
+        """This problem and the others, in the order they were found."""
+        return (self, *self.others)
 
 
 class PluginError(ZyxError):
@@ -85,6 +114,38 @@ class DeviceNotFoundError(ZyxError, LookupError):
         have = ", ".join(devices)
         problem = f"backend {backend!r} has no device {device!r} (its devices: {have})"
         super().__init__(_requested(request, problem))
+
+
+class _Shown(reprlib.Repr):
+    """``repr`` with long strings, large containers and deep nesting shortened."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxstring = self.maxother = self.maxlong = SHOWN_CHARS
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = 12
+        self.maxlevel = 4
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:  # past sys.get_int_max_str_digits(): str() refuses it
+            return f"<an int of about {int(x.bit_length() * math.log10(2))} digits>"
+
+
+_SHOWN = _Shown()
+
+
+def shown(value: object) -> str:
+    """``repr(value)``, cut to about ``SHOWN_CHARS`` characters, for messages."""
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # noqa: BLE001 - a value whose repr fails is still shown as something
+        return f"<{type(value).__name__} object>"
+
+
+def cut(text: str) -> str:
+    """``text`` at most ``SHOWN_CHARS`` characters long (marked where it was cut)."""
+    return text if len(text) <= SHOWN_CHARS else f"{text[: SHOWN_CHARS - 3]}..."
 
 
 def _requested(request: str, problem: str) -> str:
