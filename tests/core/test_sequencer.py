@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import pytest
 from test_streams import bufs
 
-from zyx.backend import generate
 from zyx.streams import Sequencer
 
 
@@ -164,23 +163,3 @@ def test_an_action_that_raises_in_reclaim_leaves_those_after_it_deferred() -> No
     assert ran == ["a"] and q.held()[1] == 1
     q.reclaim()
     assert ran == ["a", "b"] and q.held() == (0, 0)
-
-
-def test_inline_lines_record_as_commit_does() -> None:
-    lines_side, method_side = ModelQueues(4), ModelQueues(4)
-    waited: list[list[int]] = []
-    lines, names = lines_side.inline(["r"], ["w"], ["if waits:", "    waited.append(waits)"])
-    body = ["def launch(r, w):", *(f"    {line}" for line in [*lines, "return queue, token"])]
-    launch = generate(body, {**names, "waited": waited}, "sequencer launch")
-    left, right = bufs("x y z"), bufs("x y z")
-    for r, w in [(0, 1), (1, 2), (2, 0), (0, 1), (1, 1)]:
-        queue, token = launch(left[r], left[w])
-        reads, writes = (right[r],), (right[w],)
-        expected = method_side.tracker.choose(reads, writes)
-        expected_waits = method_side.tracker.waits(expected, reads, writes)
-        seq = method_side.commit(expected, reads, writes)
-        assert (queue, token) == (expected, seq * 4 + expected)
-        if expected_waits:
-            assert waited.pop() == expected_waits
-    assert lines_side.issued == method_side.issued
-    assert waited == []

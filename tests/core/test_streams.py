@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from zyx.backend import generate
 from zyx.streams import DependencyTracker, unreached
 
 
@@ -113,58 +112,6 @@ def test_random_schedule_respects_every_hazard() -> None:
         history.append((queue, reads, writes))
         done_before.append(after)
         t.commit(queue, cmd, reads, writes)
-
-
-def compile_inline(tracker: DependencyTracker[int], reads: int, writes: int) -> Any:
-    """A function ``(buffers, token) -> (queue, waits)`` running ``tracker.inline``'s lines
-    for ``reads`` read buffers followed by ``writes`` written ones."""
-    read_names = [f"b{i}" for i in range(reads)]
-    write_names = [f"b{reads + i}" for i in range(writes)]
-    plan = tracker.inline(read_names, write_names)
-    body = [*plan.choose, *plan.commit, "return queue, waits"]
-    names = ", ".join([*read_names, *write_names])
-    unpack = [f"{names}, = buffers"] if names else []
-    lines = ["def run(buffers, token):", *(f"    {line}" for line in [*unpack, *body])]
-    return generate(lines, plan.names, f"inline {reads} {writes}")
-
-
-def test_inlined_scheduling_decides_exactly_as_the_methods() -> None:
-    """Same random commands through the methods and through the rendered lines: the same
-    queues, the same waits (or none where the lines saw no hazard), the same records."""
-    rng = random.Random(11)
-    by_methods: DependencyTracker[int] = DependencyTracker(4)
-    by_lines: DependencyTracker[int] = DependencyTracker(4)
-    left, right = (
-        bufs(" ".join(f"x{i}" for i in range(6))),
-        bufs(" ".join(f"x{i}" for i in range(6))),
-    )
-    layouts = {(r, w): compile_inline(by_lines, r, w) for r in range(3) for w in range(3)}
-    for token in range(3000):
-        if rng.random() < 0.01:
-            by_methods.reset()
-            by_lines.reset()
-        if rng.random() < 0.05:
-            queue = rng.randrange(4)
-            by_methods.idle(queue)
-            by_lines.idle(queue)
-        (r, w), run = rng.choice(list(layouts.items()))
-        picks = [rng.randrange(6) for _ in range(r + w)]  # repeats allowed: a == b
-        reads, writes = [left[i] for i in picks[:r]], [left[i] for i in picks[r:]]
-        queue = by_methods.choose(reads, writes)
-        waits = by_methods.waits(queue, reads, writes)
-        by_methods.commit(queue, token, reads, writes)
-        got_queue, got_waits = run([right[i] for i in picks], token)
-        assert got_queue == queue
-        assert (got_waits or []) == waits
-        assert by_lines.load == by_methods.load
-        for a, b in zip(left, right):
-            assert (a.tracking is None) == (b.tracking is None)
-            if a.tracking is not None:
-                assert (a.tracking.writer_queue, a.tracking.writer) == (
-                    b.tracking.writer_queue,
-                    b.tracking.writer,
-                )
-                assert a.tracking.readers == b.tracking.readers
 
 
 def test_unreached_keeps_the_latest_point_per_queue_not_yet_reached() -> None:

@@ -99,7 +99,7 @@ def sides(kernel: Kernel | None = None) -> list[Side]:
     finally:
         programs.launcher_type = launcher_type
     stepped = native.compile(kernel or fill_kernel())
-    assert hasattr(stepped.submit, "__self__") and not hasattr(plain.submit, "__self__")
+    assert stepped.launcher is not None and plain.launcher is None
     return [(native, stepped), (python, plain)]
 
 

@@ -88,14 +88,14 @@ def check(stand_ins: StandIns) -> None:
         return [f"cuda:0: launch fill on stream {streams.index(s[4])}, {GROUPS}" for s in seen]
 
     quiet = device.compile(fill_kernel())  # the logger is off: the Launcher, no log
-    assert hasattr(quiet.submit, "__self__"), quiet.submit
+    assert quiet.launcher is not None, quiet.submit
     for _ in range(2):  # a first launch and a repeat (the Launcher's to run in C)
         device.launch(quiet, [a, 5, N])
     assert len(stand_ins.launches()) == 2 and lines.take() == []
 
     log.setLevel(logging.DEBUG)
     loud = device.compile(fill_kernel())
-    assert not hasattr(loud.submit, "__self__"), loud.submit  # no Launcher: its C path is silent
+    assert loud.launcher is None, loud.submit  # no Launcher: its C path is silent
     device.launch(loud, [a, 5, N])
     device.launch(loud, [a, 5, N])
     device.launch(loud, [b, 6, N])

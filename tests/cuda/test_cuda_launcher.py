@@ -71,7 +71,7 @@ def replay(steps: int, seed: int = 7) -> str:
             stand_ins.waits.clear()
         assert outcomes[0::2] == [outcomes[0]] * 2, f"step {step} {command}: {outcomes}"
         assert outcomes[1] == outcomes[3], f"step {step} {command}: {outcomes[1::2]}"
-    launched = sum(program.submit.__self__.launched for program in native.programs)
+    launched = sum(program.launcher.launched for program in native.programs)
     launches = native.launches
     # Both paths taken, each often: hazards and new scalars need the Python path.
     assert launches // 10 < launched < launches - launches // 10, (launched, launches)

@@ -203,7 +203,7 @@ def test_fuzz_eight_queues_match_one_queue_and_numpy(
     assert mismatches(one, want) == 0
     assert mismatches(eight, one) == 0
     if enqueuer_type() is not None:  # the native Enqueuer took a good share of the launches
-        enqueuers = [p.enqueue.__self__ for p in on_eight.programs.values()]
+        enqueuers = [p.enqueuer for p in on_eight.programs.values()]
         appended = sum(enqueuer.appended for enqueuer in enqueuers)
         enqueued = sum(enqueuer.enqueued for enqueuer in enqueuers)
         launches = sum(step.kind == "launch" for step in steps)

@@ -1,8 +1,8 @@
-"""The native ``Enqueuer.submit`` against the generated Python ``submit`` it stands in for.
+"""The native ``Enqueuer.submit`` against the Python ``schedule`` it stands in for.
 
 ``Device.launch`` of a program goes to its native submit where zyx-opencl's module is
 built: it appends launches whose arguments are plainly of their params' kinds, with the
-work-groups computed in C, and hands every other launch to the Python submit. Both must
+work-groups computed in C, and hands every other launch to ``OpenCLProgram.schedule``. Both must
 put the same entry in the window, or raise the same error, for every argument list.
 """
 
@@ -95,7 +95,7 @@ def test_native_submit_appends_what_the_python_submit_appends(unflushed: OpenCLD
     dev = unflushed
     program = dev.compile(scaled_copy())
     assert isinstance(program, OpenCLProgram)
-    python_submit = program._specialize_submit()
+    python_submit = program.schedule
     other = open_all()[dev.index]
     pool = dev.pool
     x, out, released = (pool.allocate(4 * 4096) for _ in range(3))
@@ -112,7 +112,8 @@ def test_native_submit_appends_what_the_python_submit_appends(unflushed: OpenCLD
     good = lists[0]
     assert outcome(dev, launch, iter(good)) == outcome(dev, python_submit, iter(good))
     # Most of these go to the Python submit; the plain ones stay in C.
-    appended = program.submit.__self__.appended  # type: ignore[attr-defined]
+    assert program.enqueuer is not None
+    appended = program.enqueuer.appended
     assert 5 <= appended < len(lists), appended
     other.pool.release(foreign)
     for buf in (x, out):

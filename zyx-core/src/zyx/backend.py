@@ -7,29 +7,33 @@ errors surface.
 A backend subclasses ``MemoryPool`` and ``Device``. The public methods of ``MemoryPool``
 check every size and offset and then call the underscored methods a backend implements,
 so a bad argument is an error before any native call, in every backend alike.
+
+Optional: sharing memory by DLPack. A device whose buffers other libraries can use in
+place (the host's with numpy and torch, CUDA's with torch and cupy) says where they lie,
+``Device.dlpack_device()``, and implements ``dlpack_export`` and ``dlpack_import``;
+``zyx.array.interop`` (``__dlpack__``, ``from_dlpack``) calls them, under the front end's
+lock. A device that does not (the default) exchanges arrays by a copy through the host.
+
+Every public method of a pool, a device and a program may be called from any thread: a
+pool and its device share one re-entrant lock (``MemoryPool.lock``), which the pool's
+public methods here take and a device takes around its launches and syncs.
 """
 
 from __future__ import annotations
 
-import itertools
-import linecache
-import logging
 import numbers
 import reprlib
 import sys
-import weakref
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence, Sized
+from collections.abc import Mapping, Sequence, Sized
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, ClassVar, TypeAlias, TypeVar, cast
+from typing import Any, ClassVar, TypeAlias, TypeVar
 
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.ir.ops import Dim, Kernel, ParamKind, SymDim
 from zyx.ir.verify import check_limits
-
-_asm_log = logging.getLogger("zyx.asm")
 
 Scalar: TypeAlias = int | float | bool
 Arg: TypeAlias = "Buffer | Scalar"
@@ -96,14 +100,39 @@ def _not_plain(data: object) -> BackendError:
     )
 
 
+class _PoolLock:
+    """``MemoryPool.lock``: one re-entrant lock per pool, made on first use, so that a
+    backend's pool need not call an ``__init__`` of the contract's."""
+
+    _making = threading.Lock()
+
+    def __get__(self, pool: MemoryPool | None, owner: type | None = None) -> Any:
+        if pool is None:
+            return self
+        with self._making:  # two threads' first uses get one lock
+            lock = pool.__dict__.setdefault("lock", threading.RLock())
+        return lock
+
+
 class MemoryPool(ABC):
-    """Memory of one device (or the host, or a file). Every copy is bounds-checked here."""
+    """Memory of one device (or the host, or a file). Every copy is bounds-checked here.
+
+    Every public method may be called from any thread: each takes ``lock`` around the
+    underscored methods a backend implements, which therefore run one at a time. A backend
+    whose pool relays ``free_bytes`` or ``synchronize`` to state it shares with its device
+    takes ``lock`` there too, and its device takes it around its own use of that state
+    (``Device.lock``)."""
 
     name: str
     exact_free_bytes: ClassVar[bool] = False
     """Whether ``free_bytes()`` falls and rises by exactly the size of each allocation and
     final release (the pool counts them). ``False`` where it relays the device's own,
     approximate report; the conformance suite then does not check it."""
+    lock: threading.RLock = _PoolLock()  # type: ignore[assignment]
+    """The lock of this pool and its device (re-entrant). What a backend runs while it
+    holds it takes no other pool's lock, except through ``copy_from``, which holds both
+    pools' locks, taken in one order for every pair, so that two copies in opposite
+    directions cannot deadlock."""
 
     @abstractmethod
     def free_bytes(self) -> int:
@@ -115,44 +144,55 @@ class MemoryPool(ABC):
             raise BackendError(
                 ErrorStatus.MEMORY_ALLOCATION, f"{self.name}: cannot allocate {nbytes!r} bytes"
             )
-        return self._allocate(nbytes)
+        with self.lock:
+            return self._allocate(nbytes)
 
     def retain(self, buf: Buffer) -> None:
-        self._check_live(buf, ErrorStatus.MEMORY_DEALLOCATION)
-        buf.refcount += 1
+        with self.lock:
+            self._check_live(buf, ErrorStatus.MEMORY_DEALLOCATION)
+            buf.refcount += 1
 
     def release(self, buf: Buffer) -> None:
         """Drop one reference; at zero the memory is freed once work using it is done."""
-        self._check_live(buf, ErrorStatus.MEMORY_DEALLOCATION)
-        buf.refcount -= 1
-        if buf.refcount == 0:
-            self._free(buf)
+        with self.lock:
+            self._check_live(buf, ErrorStatus.MEMORY_DEALLOCATION)
+            buf.refcount -= 1
+            if buf.refcount == 0:
+                self._free(buf)
 
     def write(self, buf: Buffer, data: Any, offset: int = 0) -> None:
         """Copy host ``data`` into ``buf`` at byte ``offset``. Takes the data when called
         (copied or staged): the caller may change or drop it as soon as this returns. The
         copy into ``buf`` may still be in flight; later commands on the pool see it done."""
         view = byte_view(data)
-        self._check_range(buf, offset, view.nbytes, ErrorStatus.MEMORY_COPY_H2P)
-        self._write(buf, view, offset)
+        with self.lock:
+            self._check_range(buf, offset, view.nbytes, ErrorStatus.MEMORY_COPY_H2P)
+            self._write(buf, view, offset)
 
     def read(self, buf: Buffer, out: Any, offset: int = 0) -> None:
         """Copy ``len(out)`` bytes from ``buf`` at ``offset`` into host ``out``. Blocks; raises
         the first pending asynchronous error of this pool's device."""
         view = byte_view(out, writable=True)
-        self._check_range(buf, offset, view.nbytes, ErrorStatus.MEMORY_COPY_P2H)
-        self._read(buf, view, offset)
+        with self.lock:
+            self._check_range(buf, offset, view.nbytes, ErrorStatus.MEMORY_COPY_P2H)
+            self._read(buf, view, offset)
 
     def copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
         """Copy all of ``src_buf`` (in ``src_pool``) into ``dst_buf`` of this pool."""
-        src_pool._check_live(src_buf, ErrorStatus.MEMORY_COPY_P2P)
-        self._check_range(dst_buf, 0, src_buf.nbytes, ErrorStatus.MEMORY_COPY_P2P)
-        if src_buf.nbytes != dst_buf.nbytes:
+        if not isinstance(src_pool, MemoryPool):
             raise BackendError(
-                ErrorStatus.MEMORY_COPY_P2P,
-                f"copy of {src_buf.nbytes} bytes into a buffer of {dst_buf.nbytes} bytes",
+                ErrorStatus.MEMORY_COPY_P2P, f"copy from {reprlib.repr(src_pool)}, not a pool"
             )
-        self._copy_from(src_pool, src_buf, dst_buf)
+        first, second = sorted((self.lock, src_pool.lock), key=id)
+        with first, second:
+            src_pool._check_live(src_buf, ErrorStatus.MEMORY_COPY_P2P)
+            self._check_range(dst_buf, 0, src_buf.nbytes, ErrorStatus.MEMORY_COPY_P2P)
+            if src_buf.nbytes != dst_buf.nbytes:
+                raise BackendError(
+                    ErrorStatus.MEMORY_COPY_P2P,
+                    f"copy of {src_buf.nbytes} bytes into a buffer of {dst_buf.nbytes} bytes",
+                )
+            self._copy_from(src_pool, src_buf, dst_buf)
 
     def synchronize(self) -> None:
         """Wait for every copy this pool started."""
@@ -234,16 +274,17 @@ class DeviceInfo:
         return capability in self.dtypes.get(dtype, DTypeCapability.NONE)
 
 
-Prepared: TypeAlias = tuple[tuple[Buffer, ...], tuple[Buffer, ...], tuple[int, int, int]]
-"""What a program's ``inspect`` returns: the buffers a launch reads (``Global`` params), the
-buffers it writes (``GlobalMut``), each in param order, and its work-groups per axis."""
+Prepared: TypeAlias = tuple[tuple["Arg", ...], list["Buffer"], list["Buffer"], tuple[int, int, int]]
+"""What ``Program.inspect`` returns: the arguments (each numpy scalar as the Python number
+it holds), the buffers the launch reads (``Global`` params) and writes (``GlobalMut``),
+each in param order, and its work-groups per axis."""
 
 
 class Program:
     """A compiled kernel on one device. Backends subclass it to hold their handles.
 
-    ``inspect(args)`` is generated once per program (``specialize``): the hot path's
-    argument check, straight-line code for this program's params, no loop.
+    What it knows of its kernel never changes, and ``released`` changes once, under its
+    device's lock: every method may be called from any thread.
     """
 
     def __init__(self, device: Device, kernel: Kernel) -> None:
@@ -260,16 +301,35 @@ class Program:
         self.global_size: tuple[Dim, Dim, Dim] = kernel.global_size
         self.symbolic = any(isinstance(d, SymDim) for d in self.global_size)
         """Whether a work-group count depends on a ``Variable`` argument."""
-        self._static_groups = (0, 0, 0) if self.symbolic else kernel.global_size
+        self._static_groups: tuple[int, int, int] = tuple(  # type: ignore[assignment]
+            d if isinstance(d, int) else 0 for d in kernel.global_size
+        )
+        """The work-groups per axis that no ``Variable`` decides (0 where one does)."""
+        limits = device.info.max_global_work_dims
+        self._symbolic_axes = tuple(
+            (axis, d.param, d.div, limits[axis])
+            for axis, d in enumerate(self.global_size)
+            if isinstance(d, SymDim)
+        )
+        """Per axis whose work-groups depend on a ``Variable``: the axis, the param, its
+        divisor and the device's limit."""
+        self.scalar_ranges: tuple[ScalarRange | None, ...] = tuple(
+            None if kind is not ParamKind.VARIABLE else scalar_range(dtype)
+            for kind, dtype in zip(kinds, self.param_dtypes)
+        )
+        """Per param, the plain Python numbers a ``Variable`` takes as they are; ``None`` for
+        a buffer param."""
+        self._roles = tuple(_ROLES[kind] for kind in kinds)
+        """Per param, ``_READ``, ``_WRITE`` or ``_SCALAR``: what ``inspect`` compares, as an
+        enum member's lookup costs more than the rest of a param's check."""
+        self._pool = device.pool
         self.released = False
         """Whether its device released it (``retire``): every launch of it is refused."""
-        self.inspect: Callable[[Sequence[Arg]], Prepared] = self.specialize()
-        """Check ``args`` as ``check_args`` does; return ``(reads, writes, groups)``."""
 
     def groups(self, args: Sequence[Arg]) -> tuple[int, int, int]:
         """Work-groups per axis for these arguments (Variable-dependent sizes evaluated)."""
         if not self.symbolic:
-            return self._static_groups  # type: ignore[return-value]
+            return self._static_groups
         g = [d.evaluate(args) if isinstance(d, SymDim) else d for d in self.global_size]
         return (g[0], g[1], g[2])
 
@@ -280,115 +340,115 @@ class Program:
         ``Variable``."""
         self.inspect(args)
 
+    def inspect(self, args: Sequence[Arg]) -> Prepared:
+        """Check ``args`` as ``check_args`` says, the first bad one first, and return what a
+        launch of them needs (``Prepared``). A released program refuses every launch."""
+        if self.released:
+            raise self.refusal()
+        try:
+            values = tuple(args)
+        except TypeError:
+            raise _count_error(self.name, len(self.param_kinds), args) from None
+        if len(values) != len(self.param_kinds):
+            raise _count_error(self.name, len(self.param_kinds), args)
+        pool, ranges = self._pool, self.scalar_ranges
+        reads: list[Buffer] = []
+        writes: list[Buffer] = []
+        for i, role in enumerate(self._roles):
+            value = values[i]
+            if role == _SCALAR:
+                low, high, real = ranges[i]  # type: ignore[misc]
+                # plain_int(value, low, high), inline: this runs for every scalar of a launch
+                plain = isinstance(value, int) and low <= value <= high
+                if not (plain or real and isinstance(value, float)):
+                    values = (*values[:i], self._scalar(i, value), *values[i + 1 :])
+            elif isinstance(value, Buffer) and value.pool is pool and value.refcount > 0:
+                (writes if role == _WRITE else reads).append(value)
+            else:
+                raise self._bad(i, value)
+        groups = self._groups(values) if self.symbolic else self._static_groups
+        return values, reads, writes, groups
+
     def retire(self) -> None:
         """Refuse every later launch of this program with IncorrectKernelArg, before its
         device frees what a launch would use. A backend whose launches bypass ``inspect``
-        (a generated launch path) extends this to refuse there too."""
+        (a native launch path) extends this to refuse there too."""
         self.released = True
-        self.inspect = self.refused
 
-    def refused(self, args: Sequence[Arg]) -> Any:
-        """A released program's launch paths: every call raises IncorrectKernelArg."""
-        raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, f"{self!r} was released")
+    def refusal(self) -> BackendError:
+        """The error of a launch of a released program."""
+        return BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, f"{self!r} was released")
 
-    def arg_names(self, kind: ParamKind) -> list[str]:
-        """The variables that hold the ``kind`` params' arguments in ``specialize``'s body,
-        in param order."""
-        return [f"a{i}" for i, k in enumerate(self.param_kinds) if k is kind]
-
-    def specialize(
-        self,
-        body: Sequence[str] = (),
-        names: Mapping[str, object] | None = None,
-        *,
-        returns: bool = True,
-    ) -> Callable[[Sequence[Arg]], Prepared]:
-        """A function of a launch's ``args``, generated for this program's params: it
-        checks them exactly as ``check_args`` does (same errors, first bad argument first),
-        runs ``body``, and returns ``(reads, writes, groups)`` (see ``Prepared``), or
-        nothing where not ``returns``.
-
-        ``body`` is a backend's own lines (packing the arguments into its native block, a
-        whole launch), run once every argument passed its check. They see ``a0``, ``a1``,
-        ... (the arguments; ``arg_names`` says which are buffers), ``g0``, ``g1``, ``g2``
-        (the work-groups per axis), and ``names``.
-        """
-        kinds, count = self.param_kinds, len(self.param_kinds)
-        limits = self.device.info.max_global_work_dims
-        args = [f"a{i}" for i in range(count)]
-        lines = ["def inspect(args):"]
-        if count:  # unpacking checks the count: no len() call on the hot path
-            lines += [
-                "    try:",
-                f"        {', '.join(args)}, = args",
-                "    except (TypeError, ValueError):",
-                "        raise count(args) from None",
-            ]
-        else:
-            lines += ["    if len(args):", "        raise count(args)"]
-        for i, (kind, dtype) in enumerate(zip(kinds, self.param_dtypes)):
-            a = args[i]
-            if kind is not ParamKind.VARIABLE:
-                ok = f"isinstance({a}, Buffer) and {a}.pool is pool and {a}.refcount > 0"
-                lines += [f"    if not ({ok}):", f"        raise bad({i}, {a})"]
-                continue
-            # Anything else (a numpy scalar, say) goes to scalar(), which converts or refuses.
-            lines += [f"    if not ({_plain_scalar(a, dtype)}):", f"        {a} = scalar({i}, {a})"]
-        dims = [
-            f"-(-a{d.param} // {d.div})" if isinstance(d, SymDim) else str(d)
-            for d in self.global_size
-        ]
-        lines += [f"    g{axis} = {dim}" for axis, dim in enumerate(dims)]
-        if self.symbolic:  # static counts were checked at compile (check_limits)
-            fits = " and ".join(f"0 <= g{axis} <= {m}" for axis, m in enumerate(limits))
-            lines += [f"    if not ({fits}):", "        raise too_many((g0, g1, g2))"]
-        lines += [f"    {line}" for line in body]
-        if returns:
-            reads, writes = (
-                "".join(f"{a}, " for a in self.arg_names(kind))
-                for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
+    def _groups(self, values: Sequence[Arg]) -> tuple[int, int, int]:
+        """The work-groups of a launch of checked ``values``, where they depend on them;
+        outside the device's limits, KernelLaunch (static counts were checked at compile,
+        by ``check_limits``)."""
+        groups: list[Any] = list(self._static_groups)
+        fits = True
+        for axis, param, div, limit in self._symbolic_axes:
+            count = -(-values[param] // div)  # type: ignore[operator]  # an int Variable
+            groups[axis] = count
+            fits = fits and 0 <= count <= limit
+        if not fits:
+            raise BackendError(
+                ErrorStatus.KERNEL_LAUNCH,
+                f"{self.name}: {tuple(groups)} work-groups, outside {self.device.name}'s "
+                f"limits of 0..{self.device.info.max_global_work_dims} per axis",
             )
-            lines.append(f"    return ({reads}), ({writes}), (g0, g1, g2)")
-        namespace: dict[str, Any] = {
-            "Buffer": Buffer,
-            "fmax": _FMAX,
-            "pool": self.device.pool,
-            "count": partial(_count_error, self.name, count),
-            "scalar": partial(_scalar_arg, self.name, kinds, self.param_dtypes),
-            "too_many": partial(_groups_error, self.name, self.device.name, limits),
-            "bad": partial(_bad_arg, self.name, kinds, self.param_dtypes, self.device.pool.name),
-            **(names or {}),
-        }
-        inspect = generate(lines, namespace, f"inspect {self.name}")
-        return cast("Callable[[Sequence[Arg]], Prepared]", inspect)
+        return (groups[0], groups[1], groups[2])
+
+    def _scalar(self, i: int, arg: object) -> int | float:
+        """``arg``, which is not a plain Python number, as the ``Variable`` ``i`` takes it: a
+        numpy scalar as the Python number it holds; anything else is IncorrectKernelArg."""
+        low, high, real = self.scalar_ranges[i]  # type: ignore[misc]
+        value = _python_number(arg, real)
+        if real and isinstance(value, float) or plain_int(value, low, high):
+            return value  # type: ignore[return-value]
+        raise self._bad(i, arg)
+
+    def _bad(self, i: int, arg: object) -> BackendError:
+        kind, dtype = self.param_kinds[i], self.param_dtypes[i]
+        if kind is not ParamKind.VARIABLE:
+            want = f"a live buffer of {self.device.pool.name}"
+        elif dtype.is_float:
+            want = f"a {dtype} scalar (a float, or an int within float64's range)"
+        else:
+            low, high = dtype.int_range
+            want = f"a {dtype} scalar: an int in [{low}, {high}]"
+        return BackendError(
+            ErrorStatus.INCORRECT_KERNEL_ARG,
+            f"{self.name}: argument {i} ({kind.value} {dtype}) must be {want}, "
+            f"got {reprlib.repr(arg)}",
+        )
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} on {self.device.name}>"
 
 
-def generate(lines: Sequence[str], names: Mapping[str, object], label: str) -> Callable[..., Any]:
-    """The function that ``lines`` define (``def name(...):`` first), with ``names`` as its
-    globals: how the launch paths get straight-line code for one program.
+_READ, _WRITE, _SCALAR = 0, 1, 2
+_ROLES = {ParamKind.GLOBAL: _READ, ParamKind.GLOBAL_MUT: _WRITE, ParamKind.VARIABLE: _SCALAR}
 
-    ``label`` names it in tracebacks (``<zyx: label #n>``), which show its source lines as
-    they show a file's, for as long as the function lives; ``ZYX_DEBUG=16`` logs it
-    (``zyx.asm``)."""
-    source = "\n".join(lines) + "\n"
-    filename = f"<zyx: {label} #{next(_generated)}>"
-    if _asm_log.isEnabledFor(logging.DEBUG):
-        _asm_log.debug("%s:\n%s", filename, source)
-    namespace = dict(names)
-    before = set(namespace)
-    exec(compile(source, filename, "exec"), namespace)
-    (defined,) = set(namespace) - before - {"__builtins__"}
-    function = cast("Callable[..., Any]", namespace[defined])
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    weakref.finalize(function, linecache.cache.pop, filename, None)
-    return function
+ScalarRange: TypeAlias = tuple[int, int, bool]
+"""The ints a ``Variable`` takes, from the first to the last, and whether it takes any
+``float`` too."""
+
+_FMAX = int(sys.float_info.max)
+"""The largest int a float ``Variable`` takes: float64's largest value."""
 
 
-_generated = itertools.count()
-"""Numbers the generated functions' file names, which name one source each."""
+def scalar_range(dtype: DType) -> ScalarRange:
+    """What a ``Variable`` of ``dtype`` takes: a float one any float and the ints float64
+    holds (a larger one could not be converted for the kernel), an int one the ints of its
+    range (a value past it would wrap in the C type)."""
+    if dtype.is_float:
+        return -_FMAX, _FMAX, True
+    low, high = dtype.int_range
+    return low, high, False
+
+
+def plain_int(value: object, low: int, high: int) -> bool:
+    """Whether ``value`` is an ``int`` (a bool too: Python's bools are ints) in ``low..high``."""
+    return isinstance(value, int) and low <= value <= high
 
 
 def _count_error(name: str, count: int, args: object) -> BackendError:
@@ -396,41 +456,6 @@ def _count_error(name: str, count: int, args: object) -> BackendError:
     return BackendError(
         ErrorStatus.INCORRECT_KERNEL_ARG, f"{name} takes {count} arguments, got {got}"
     )
-
-
-def _groups_error(
-    name: str, device: str, limits: tuple[int, int, int], groups: tuple[int, int, int]
-) -> BackendError:
-    return BackendError(
-        ErrorStatus.KERNEL_LAUNCH,
-        f"{name}: {groups} work-groups, outside {device}'s limits of 0..{limits} per axis",
-    )
-
-
-_FMAX = int(sys.float_info.max)
-"""The largest int a float ``Variable`` takes: float64's largest value."""
-
-
-def _plain_scalar(a: str, dtype: DType) -> str:
-    """The check, in generated code, that the argument ``a`` is a Python number that a
-    ``Variable`` of ``dtype`` takes as it is."""
-    if dtype.is_float:  # an int past float64's range could not be converted for the kernel
-        return f"isinstance({a}, float) or isinstance({a}, int) and -fmax <= {a} <= fmax"
-    low, high = dtype.int_range  # a value out of range would wrap in the C type
-    return f"isinstance({a}, int) and {low} <= {a} <= {high}"
-
-
-def _scalar_arg(
-    name: str, kinds: Sequence[ParamKind], dtypes: Sequence[DType], i: int, arg: object
-) -> int | float:
-    """``arg``, which is not a plain Python number, as the ``Variable`` ``i`` takes it: a
-    numpy scalar as the Python number it holds; anything else is IncorrectKernelArg."""
-    dtype = dtypes[i]
-    value = _python_number(arg, dtype.is_float)
-    # The very check of the generated code, so that both take the same values.
-    if not eval(_plain_scalar("a", dtype), {"fmax": _FMAX, "a": value}):  # noqa: S307
-        raise _bad_arg(name, kinds, dtypes, "", i, arg)
-    return cast("int | float", value)
 
 
 def _python_number(arg: object, real: bool) -> object:
@@ -441,28 +466,6 @@ def _python_number(arg: object, real: bool) -> object:
     if real and isinstance(arg, numbers.Real) and not isinstance(arg, float):
         return float(arg)
     return arg
-
-
-def _bad_arg(
-    name: str,
-    kinds: Sequence[ParamKind],
-    dtypes: Sequence[DType],
-    pool: str,
-    i: int,
-    arg: object,
-) -> BackendError:
-    kind, dtype = kinds[i], dtypes[i]
-    if kind is not ParamKind.VARIABLE:
-        want = f"a live buffer of {pool}"
-    elif dtype.is_float:
-        want = f"a {dtype} scalar (a float, or an int within float64's range)"
-    else:
-        low, high = dtype.int_range
-        want = f"a {dtype} scalar: an int in [{low}, {high}]"
-    return BackendError(
-        ErrorStatus.INCORRECT_KERNEL_ARG,
-        f"{name}: argument {i} ({kind.value} {dtype}) must be {want}, got {reprlib.repr(arg)}",
-    )
 
 
 class Recording:
@@ -477,32 +480,46 @@ class Recording:
         self.launches: list[tuple[Program, list[Arg]]] = []
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
-        program.check_args(args)
-        self.launches.append((program, list(args)))
+        with self.device.lock:
+            program.check_args(args)
+            self.launches.append((program, list(args)))
 
     def set_arg(self, launch: int, position: int, value: Arg) -> None:
-        program, args = self.launches[launch]
-        new_args = list(args)
-        new_args[position] = value
-        program.check_args(new_args)
-        args[position] = value
+        with self.device.lock:
+            program, args = self.launches[launch]
+            new_args = list(args)
+            new_args[position] = value
+            program.check_args(new_args)
+            args[position] = value
 
     def replay(self) -> None:
         launch = self.device.launch
-        for program, args in self.launches:
-            launch(program, args)
+        with self.device.lock:  # the launches of one replay stay together
+            for program, args in self.launches:
+                launch(program, args)
 
 
 ProgramT = TypeVar("ProgramT", bound=Program)
 
 
 class Device(ABC):
-    """A compute device: compiles IR kernels and launches them on its pool's buffers."""
+    """A compute device: compiles IR kernels and launches them on its pool's buffers.
+
+    Every public method may be called from any thread. A backend's device takes ``lock``
+    (its pool's) around everything that touches what it shares with its pool: its queues,
+    dependency records, deferred frees, and programs' argument blocks. ``compile`` need not
+    hold it while the compiler runs.
+    """
 
     backend: str
     index: int
     info: DeviceInfo
     pool: MemoryPool
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock this device shares with its pool: ``MemoryPool.lock``."""
+        return self.pool.lock
 
     @property
     def name(self) -> str:
@@ -548,6 +565,37 @@ class Device(ABC):
     def record(self) -> Recording:
         """A new, empty recording of launches on this device."""
         return Recording(self)
+
+    # ---- optional: DLPack (module docstring) -----------------------------------------------
+
+    def dlpack_device(self) -> tuple[int, int] | None:
+        """Where this device's buffers lie in DLPack's terms, ``(device_type, device_id)``
+        (``(1, 0)`` the CPU, ``(2, n)`` CUDA device ``n``), if ``dlpack_export`` and
+        ``dlpack_import`` share them without a copy; ``None`` (the default) if not."""
+        return None
+
+    def dlpack_export(
+        self,
+        buf: Buffer,
+        dtype: DType,
+        shape: tuple[int, ...],
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+    ) -> Any:
+        """A DLPack capsule over ``buf`` as a C-contiguous ``dtype`` array of ``shape``, no
+        copy. It holds a reference to ``buf`` until its consumer is done with it; ``stream``
+        and ``max_version`` are the consumer's (``__dlpack__``'s). Read-only where the
+        capsule can say so (DLPack 1.0): the value of a realized buffer never changes."""
+        raise BufferError(f"{self.name} shares no memory by DLPack: copy the array out")
+
+    def dlpack_import(self, producer: Any) -> tuple[Buffer, DType, tuple[int, ...]]:
+        """A buffer over the memory of the DLPack ``producer`` (on ``dlpack_device()``), no
+        copy, with the dtype and shape it holds. The buffer keeps that memory alive until it
+        is freed and the work reading it has finished; the front end only reads it.
+        ``BufferError`` where the memory cannot be used in place (not C-contiguous, a dtype
+        zyx lacks)."""
+        raise BufferError(f"{self.name} shares no memory by DLPack: copy the data in")
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}: {self.info.name}>"

@@ -24,18 +24,24 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+from zyx.backend import Buffer, MemoryPool, Program
 from zyx.cache import DiskCache, digest
 from zyx.host.compiler import find_compiler
-from zyx.ir.ops import ParamKind
+from zyx.ir.ops import ParamKind, SymDim
+from zyx.streams import Access, Sequencer
 
 _log = logging.getLogger("zyx.compile")
 _cache = DiskCache("native")
 _loaded: dict[str, ModuleType | None] = {}
+_loading = threading.Lock()
 
 
 def enabled() -> bool:
@@ -49,27 +55,97 @@ def load(name: str, source: str, prelude: Sequence[str] = ()) -> ModuleType | No
     and process: a second call returns the first result.
 
     ``prelude`` names C sources of zyx's own compiled ahead of ``source``: ``"tracker"``
-    (``zyx/tracker.c``) is the tracker's launch decisions for a native launcher."""
-    if name not in _loaded:
-        parts = [_prelude(part) for part in prelude]
-        whole = "".join([*parts, f'#line 1 "{name}.c"\n', source])
-        _loaded[name] = _load(name, whole) if enabled() else None
-    return _loaded[name]
+    (``zyx/tracker.c``) is the tracker's launch decisions for a native launcher, which
+    reads a ``LaunchLayout``."""
+    with _loading:  # one build per module, whichever thread asks first
+        if name not in _loaded:
+            parts = [_prelude(part) for part in prelude]
+            whole = "".join([*parts, f'#line 1 "{name}.c"\n', source])
+            _loaded[name] = _load(name, whole) if enabled() else None
+        return _loaded[name]
 
 
-def tracked_params(
-    kinds: Sequence[ParamKind],
-) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """The positions of the buffer params a launcher on ``zyx/tracker.c`` tracks, the read
-    ones and the written ones; ``None`` where a program has more params (64) or buffer
-    params (32) than its ``ZyxTracking`` takes."""
+MAX_PARAMS = 64
+MAX_BUFFERS = 32
+"""The most params, and buffer params, a ``ZyxTracking`` takes (``zyx/tracker.c``)."""
+_LONG_LONG = (-(1 << 63), (1 << 63) - 1)
+"""The ints C reads as ``long long``: ints past them go to the Python path."""
+
+
+@dataclass(frozen=True)
+class LaunchLayout:
+    """What a native launcher needs of one program and its device's queues: the one
+    structure ``zyx/tracker.c`` reads (``zyx_tracking_init``, by these field names), the
+    same for every backend, built once per program by :func:`launch_layout`. A backend's
+    launcher takes it and one object of its own (its native handles and its Python path).
+    """
+
+    params: int
+    """How many params the program takes."""
+    reads: tuple[int, ...]
+    """The positions of its ``Global`` params, in param order."""
+    writes: tuple[int, ...]
+    """The positions of its ``GlobalMut`` params, in param order."""
+    scalars: tuple[tuple[int, int, int, bool], ...]
+    """Per ``Variable``: its position and the plain values it takes as C reads them: the
+    ints from the first to the second (``Program.scalar_ranges`` within ``long long``), and
+    whether any ``float`` too."""
+    grid: tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
+    """Per axis, the work-groups: ``(-1, count)``, or ``(param, div)`` for
+    ``ceil(args[param] / div)`` (a ``SymDim``)."""
+    limits: tuple[int, int, int]
+    """The most work-groups per axis (``DeviceInfo.max_global_work_dims``)."""
+    pool: MemoryPool
+    """The pool a buffer argument must be of."""
+    load: list[int]
+    """``DependencyTracker.load``, which the launcher updates in place."""
+    issued: list[int]
+    """``Sequencer.issued``, likewise."""
+    reached: list[int]
+    """``Sequencer.reached``, which it reads."""
+    track: Callable[[Buffer], Access[int]]
+    """``DependencyTracker.track``: a new record for an untracked buffer."""
+    queues: tuple[int, ...]
+    """The queues' native handles (streams, command queues), as addresses."""
+    buffer_type: type[Buffer] = Buffer
+    record_type: type[Access[int]] = Access
+
+
+def launch_layout(
+    program: Program, sequencer: Sequencer[Any], queues: Sequence[int]
+) -> LaunchLayout | None:
+    """``program``'s layout on ``sequencer``'s queues (``queues``: their native handles);
+    ``None`` where it has more params (``MAX_PARAMS``) or buffer params (``MAX_BUFFERS``)
+    than a ``ZyxTracking`` takes: its launches then all take the Python path."""
+    kinds = program.param_kinds
     reads, writes = (
         tuple(i for i, k in enumerate(kinds) if k is kind)
         for kind in (ParamKind.GLOBAL, ParamKind.GLOBAL_MUT)
     )
-    if len(kinds) > 64 or len(reads) + len(writes) > 32:
+    if len(kinds) > MAX_PARAMS or len(reads) + len(writes) > MAX_BUFFERS:
         return None
-    return reads, writes
+    low, high = _LONG_LONG
+    scalars = tuple(
+        (i, max(bounds[0], low), min(bounds[1], high), bounds[2])
+        for i, bounds in enumerate(program.scalar_ranges)
+        if bounds is not None
+    )
+    x, y, z = ((d.param, d.div) if isinstance(d, SymDim) else (-1, d) for d in program.global_size)
+    tracker = sequencer.tracker
+    return LaunchLayout(
+        params=len(kinds),
+        reads=reads,
+        writes=writes,
+        scalars=scalars,
+        grid=(x, y, z),
+        limits=program.device.info.max_global_work_dims,
+        pool=program.device.pool,
+        load=tracker.load,
+        issued=sequencer.issued,
+        reached=sequencer.reached,
+        track=tracker.track,
+        queues=tuple(queues),
+    )
 
 
 def _prelude(part: str) -> str:

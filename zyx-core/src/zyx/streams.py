@@ -14,10 +14,9 @@ not a map lookup); the tracker also keeps the set of buffers it tracks, for ``re
 sequence number, native events made only when something waits, and actions deferred until
 points complete.
 
-For the launch path, ``inline`` renders the same decisions as straight-line Python for one
-fixed layout of read and written buffers, for a backend to compile into a per-program launch
-function (see ``zyx.backend.Program.specialize``): a microsecond per launch is mostly
-Python calls, and this saves four of them.
+These methods are the specification of ``zyx/tracker.c``, which makes the same decisions
+for a backend's native launch path, on the same records, in place. Neither locks: a
+device calls them under its lock (``zyx.backend.Device.lock``).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -64,22 +62,6 @@ class Access(Generic[T]):
         self.writer_queue = -1
         self.writer: T | None = None
         self.readers: dict[int, T] = {}
-
-
-@dataclass(frozen=True)
-class Inline:
-    """One command's scheduling as lines of Python, for a fixed layout of buffer variables.
-
-    Run ``choose`` before enqueuing: it sets ``queue`` (as ``DependencyTracker.choose``) and
-    ``waits`` (``None`` where there is no hazard, else ``DependencyTracker.waits``: tokens,
-    possibly none). Run ``commit`` once the command was enqueued, with its token in the
-    variable ``token``. The lines use the variables ``t_<buffer variable>`` and need
-    ``names`` in the function's globals.
-    """
-
-    choose: list[str]
-    commit: list[str]
-    names: dict[str, object] = field(default_factory=dict)
 
 
 class DependencyTracker(Generic[T]):
@@ -153,62 +135,6 @@ class DependencyTracker(Generic[T]):
             if access.readers:
                 access.readers.clear()
 
-    def inline(self, reads: Sequence[str], writes: Sequence[str]) -> Inline:
-        """``choose``, ``waits`` and ``commit`` for a command that reads the buffers in the
-        variables named ``reads`` and writes those named ``writes`` (in param order).
-
-        The rendered lines decide exactly as the methods do. Each buffer's record is loaded
-        once, into ``t_<variable>``; where a hazard is possible they call ``waits`` itself,
-        so only the common case is unrolled."""
-        record = {buf: f"t_{buf}" for buf in [*reads, *writes]}
-        choose = [f"{t} = {buf}.tracking" for buf, t in record.items()]
-        candidates = [record[buf] for buf in [*reads[:1], *writes]]
-        if candidates:
-            first = candidates[0]
-            choose.append(f"queue = {first}.writer_queue if {first} is not None else -1")
-        else:
-            choose.append("queue = -1")
-        for t in candidates[1:]:
-            choose += [f"if queue < 0 and {t} is not None:", f"    queue = {t}.writer_queue"]
-        choose += ["if queue < 0:", "    queue = tracker_load.index(min(tracker_load))"]
-        hazards = [
-            f"({record[b]} is not None and queue != {record[b]}.writer_queue >= 0)" for b in reads
-        ]
-        hazards += [
-            f"({t} is not None and ({t}.readers or queue != {t}.writer_queue >= 0))"
-            for t in (record[b] for b in writes)
-        ]
-        listed = f"({''.join(f'{b}, ' for b in reads)}), ({''.join(f'{b}, ' for b in writes)})"
-        if hazards:
-            choose.append(
-                f"waits = tracker_waits(queue, {listed}) if {' or '.join(hazards)} else None"
-            )
-        else:
-            choose.append("waits = None")
-        commit = ["tracker_load[queue] += 1"]
-        # Two variables may hold one untracked buffer: each tracks it anew, and the last
-        # record wins, equal to the first (one command's accesses, one queue and token).
-        for buf in reads:
-            t = record[buf]
-            commit += [f"if {t} is None:", f"    {t} = tracker_track({buf})"]
-            commit.append(f"{t}.readers[queue] = token")
-        for buf in writes:
-            t = record[buf]
-            commit += [
-                f"if {t} is None:",
-                f"    {t} = tracker_track({buf})",
-                f"{t}.writer_queue = queue",
-                f"{t}.writer = token",
-                f"if {t}.readers:",
-                f"    {t}.readers.clear()",
-            ]
-        names = {
-            "tracker_load": self.load,
-            "tracker_waits": self.waits,
-            "tracker_track": self.track,
-        }
-        return Inline(choose, commit, names)
-
     def last_uses(self, buf: Tracked) -> dict[int, T]:
         """Per queue, the last token that used ``buf``: all must complete before it is freed."""
         access = buf.tracking
@@ -235,7 +161,7 @@ class DependencyTracker(Generic[T]):
         for buf in self._tracked:
             buf.tracking = None
         self._tracked.clear()
-        self.load[:] = [0] * self.queues  # in place: inlined launch code holds this list
+        self.load[:] = [0] * self.queues  # in place: native launchers hold this list
 
     def tracked(self) -> int:
         """How many buffers have a record (for leak tests)."""
@@ -306,24 +232,6 @@ class Sequencer(ABC, Generic[E]):
         self.issued[queue] = seq
         self.tracker.commit(queue, seq * self.count + queue, reads, writes)
         return seq
-
-    def inline(
-        self, reads: Sequence[str], writes: Sequence[str], enqueue: Sequence[str]
-    ) -> tuple[list[str], dict[str, object]]:
-        """A launch as lines of Python for a function generated per program: the tracker's
-        choice of ``queue`` and ``waits`` (``DependencyTracker.inline``), the backend's
-        ``enqueue`` lines (its waits, then the launch), then ``commit``. Returns the lines
-        and the names they use."""
-        plan = self.tracker.inline(reads, writes)
-        lines = [
-            *plan.choose,
-            *enqueue,
-            "seq = sequencer_issued[queue] + 1",
-            "sequencer_issued[queue] = seq",
-            f"token = seq * {self.count} + queue",
-            *plan.commit,
-        ]
-        return lines, {**plan.names, "sequencer_issued": self.issued}
 
     def marks(self, tokens: Iterable[int]) -> list[E]:
         """Marks to wait for before the points ``tokens`` name: one per queue, for the latest

@@ -1,18 +1,22 @@
 /* zyx.streams' scheduling of one launch, in C, for backends' native launchers.
  *
  * ``zyx.native.load(name, source, prelude=("tracker",))`` compiles this text ahead of a
- * backend's own. A launcher keeps a ``ZyxTracking`` of its program's buffer params and, per
- * launch, decides as ``DependencyTracker.choose`` does, tests whether any wait is needed
- * (``DependencyTracker.waits`` would give none), and records the launch as
- * ``Sequencer.inline``'s commit lines do. It reads and writes ``Buffer.tracking`` and the
- * ``zyx.streams.Access`` records through their __slots__, in place.
+ * backend's own. A launcher keeps a ``ZyxTracking``, set up once from its program's
+ * ``zyx.native.LaunchLayout`` (``zyx_tracking_init``), and per launch checks arguments as
+ * ``Program.inspect`` does for plain ones (``zyx_plain``, ``zyx_groups``), decides as
+ * ``DependencyTracker.choose`` does, tests whether any wait is needed
+ * (``DependencyTracker.waits`` would give none that is not known complete), and records
+ * the launch as ``Sequencer.commit`` does. It reads and writes ``Buffer.tracking`` and the
+ * ``zyx.streams.Access`` records through their __slots__, in place. Those Python methods
+ * are the specification of these functions.
  *
  * Where anything is unusual (a wait is needed, a record is not an ``Access``, an int is
- * not small), these functions say so and change nothing, and the launcher hands the
- * launch to its Python path, which decides afresh.
+ * not small, an argument is not plainly of its kind), these functions say so and change
+ * nothing, and the launcher hands the launch to its backend's Python path, which decides
+ * afresh. Nothing here locks: a device calls its launcher under its lock.
  *
  * It also holds what every backend's native module needs besides: reading the entry
- * points its ``bind`` is given, and taking a launcher's references at init.
+ * points its ``bind`` is given, and the fields of the objects a launcher is made from.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -29,12 +33,17 @@ typedef struct {
     PyObject *track;  /* DependencyTracker.track(buffer) -> a new record */
     PyTypeObject *buffer_type; /* zyx.backend.Buffer */
     PyObject *pool;            /* the device's pool: a buffer argument must be of it */
-    PyTypeObject *record_type;
-    Py_ssize_t pool_at, refcount_at, tracking_at, writer_queue_at, writer_at, readers_at;
-    Py_ssize_t queues, reads, buffers; /* buffer params: the reads first, then the writes */
+    PyTypeObject *record_type; /* zyx.streams.Access */
+    Py_ssize_t pool_at, refcount_at, handle_at, tracking_at;
+    Py_ssize_t writer_queue_at, writer_at, readers_at;
+    Py_ssize_t queues, params, reads, buffers; /* buffer params: the reads, then the writes */
     Py_ssize_t positions[ZYX_MAX_BUFFERS];
     char is_buffer[ZYX_MAX_PARAMS];
-    void **handles; /* the queues' native handles (streams, command queues) */
+    char takes_float[ZYX_MAX_PARAMS];                    /* scalar params that take a float */
+    long long low[ZYX_MAX_PARAMS], high[ZYX_MAX_PARAMS]; /* the ints they take */
+    Py_ssize_t dim_param[3]; /* per axis: the Variable param its groups depend on, or -1 */
+    long dim[3], limit[3];   /* per axis: the groups or that param's divisor; the most */
+    void **handles;          /* the queues' native handles (streams, command queues) */
 } ZyxTracking;
 
 static void zyx_set_slot(PyObject *object, Py_ssize_t at, PyObject *value) {
@@ -44,8 +53,8 @@ static void zyx_set_slot(PyObject *object, Py_ssize_t at, PyObject *value) {
     Py_XDECREF(old);
 }
 
-/* ``count`` entry points (a native module's ``bind``) from ``args`` into ``entries``: -1 with an exception where they
- * are not ``count`` non-null addresses. */
+/* ``count`` entry points (a native module's ``bind``) from ``args`` into ``entries``: -1
+ * with an exception where they are not ``count`` non-null addresses. */
 static int zyx_entry_points(const char *name, PyObject *const *args, Py_ssize_t nargs,
                             int count, void **entries) {
     if (nargs != count) {
@@ -63,12 +72,43 @@ static int zyx_entry_points(const char *name, PyObject *const *args, Py_ssize_t 
     return 0;
 }
 
-/* Set each of ``count`` fields to its value, taking a reference (a launcher's init). */
-static void zyx_hold_fields(PyObject **const *fields, PyObject *const *values, int count) {
-    for (int i = 0; i < count; i++) {
-        Py_INCREF(values[i]);
-        Py_XSETREF(*fields[i], values[i]);
+/* ``object.name`` (a new reference), or NULL with an exception naming the field. */
+static PyObject *zyx_field(PyObject *object, const char *name) {
+    PyObject *value = PyObject_GetAttrString(object, name);
+    if (value == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s has no field %s", Py_TYPE(object)->tp_name, name);
     }
+    return value;
+}
+
+/* Set ``*field`` to ``object.name``, holding it; -1 with an exception. */
+static int zyx_hold_field(PyObject **field, PyObject *object, const char *name) {
+    PyObject *value = zyx_field(object, name);
+    if (value == NULL)
+        return -1;
+    Py_XSETREF(*field, value);
+    return 0;
+}
+
+/* ``object.name`` as a C integer (``Py_ssize_t``); -1 with an exception. */
+static int zyx_size_field(PyObject *object, const char *name, Py_ssize_t *out) {
+    PyObject *value = zyx_field(object, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsSsize_t(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* ``object.name`` as an address (an int); -1 with an exception. */
+static int zyx_address_field(PyObject *object, const char *name, void **out) {
+    PyObject *value = zyx_field(object, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsVoidPtr(value);
+    Py_DECREF(value);
+    return PyErr_Occurred() ? -1 : 0;
 }
 
 /* The offset of ``type``'s __slots__ attribute ``name`` in its instances. */
@@ -95,8 +135,8 @@ static long zyx_small_int(PyObject *value) {
     return overflow ? -2 : v;
 }
 
-/* Append the params a tuple of ints names (each below ``params``) to ``t->positions``. */
-static int zyx_positions(ZyxTracking *t, PyObject *tuple, Py_ssize_t params) {
+/* Append the params a tuple of ints names (each below ``t->params``) to ``t->positions``. */
+static int zyx_positions(ZyxTracking *t, PyObject *tuple) {
     if (!PyTuple_Check(tuple) || t->buffers + PyTuple_GET_SIZE(tuple) > ZYX_MAX_BUFFERS) {
         PyErr_Format(PyExc_ValueError, "a tuple of at most %d buffer params", ZYX_MAX_BUFFERS);
         return -1;
@@ -105,78 +145,144 @@ static int zyx_positions(ZyxTracking *t, PyObject *tuple, Py_ssize_t params) {
         Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(tuple, i));
         if (position == -1 && PyErr_Occurred())
             return -1;
-        if (position < 0 || position >= params) {
-            PyErr_Format(PyExc_ValueError, "param %zd of %zd", position, params);
+        if (position < 0 || position >= t->params) {
+            PyErr_Format(PyExc_ValueError, "param %zd of %zd", position, t->params);
             return -1;
         }
         t->positions[t->buffers++] = position;
+        t->is_buffer[position] = 1;
     }
     return 0;
 }
 
-/* The queues' native handles, from a tuple of addresses, into ``t->handles``. */
-static int zyx_handles(ZyxTracking *t, PyObject *handles) {
-    if (!PyTuple_Check(handles) || PyTuple_GET_SIZE(handles) != t->queues) {
-        PyErr_SetString(PyExc_ValueError, "a tuple of one handle per queue");
+/* The layout's ``reads`` and ``writes``. */
+static int zyx_buffer_params(ZyxTracking *t, PyObject *layout) {
+    PyObject *reads = zyx_field(layout, "reads"), *writes = zyx_field(layout, "writes");
+    int status = -1;
+    t->buffers = 0;
+    memset(t->is_buffer, 0, sizeof(t->is_buffer));
+    if (reads != NULL && writes != NULL && !zyx_positions(t, reads)) {
+        t->reads = t->buffers;
+        status = zyx_positions(t, writes);
+    }
+    Py_XDECREF(reads);
+    Py_XDECREF(writes);
+    return status;
+}
+
+/* The layout's ``scalars``: per Variable (position, low, high, takes a float). */
+static int zyx_scalar_params(ZyxTracking *t, PyObject *layout) {
+    PyObject *scalars = zyx_field(layout, "scalars");
+    if (scalars == NULL)
+        return -1;
+    int status = PyTuple_Check(scalars) ? 0 : -1;
+    memset(t->takes_float, 0, sizeof(t->takes_float));
+    for (Py_ssize_t i = 0; status == 0 && i < PyTuple_GET_SIZE(scalars); i++) {
+        Py_ssize_t at;
+        long long low, high;
+        int real;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(scalars, i), "nLLp", &at, &low, &high, &real))
+            status = -1;
+        else if (at < 0 || at >= t->params || t->is_buffer[at])
+            status = -1;
+        else
+            t->low[at] = low, t->high[at] = high, t->takes_float[at] = (char)real;
+    }
+    if (status && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "LaunchLayout.scalars: not (Variable, low, high, real)");
+    Py_DECREF(scalars);
+    return status;
+}
+
+/* The layout's ``grid`` (per axis (-1, groups) or (param, div)) and ``limits``. */
+static int zyx_grid(ZyxTracking *t, PyObject *layout) {
+    PyObject *grid = zyx_field(layout, "grid"), *limits = zyx_field(layout, "limits");
+    int status = grid && limits && PyTuple_Check(grid) && PyTuple_GET_SIZE(grid) == 3 &&
+                         PyTuple_Check(limits) && PyTuple_GET_SIZE(limits) == 3
+                     ? 0
+                     : -1;
+    for (int axis = 0; status == 0 && axis < 3; axis++) {
+        Py_ssize_t at;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(grid, axis), "nl", &at, &t->dim[axis])) {
+            status = -1;
+            break;
+        }
+        t->dim_param[axis] = at;
+        t->limit[axis] = PyLong_AsLong(PyTuple_GET_ITEM(limits, axis));
+        int variable = at >= 0 && at < t->params && !t->is_buffer[at] && t->dim[axis] >= 1;
+        if (PyErr_Occurred() || (at != -1 && !variable))
+            status = -1;
+    }
+    if (status && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "LaunchLayout.grid: an axis of no Variable param");
+    Py_XDECREF(grid);
+    Py_XDECREF(limits);
+    return status;
+}
+
+/* The queues' native handles, from the layout's tuple of addresses, into ``t->handles``. */
+static int zyx_handles(ZyxTracking *t, PyObject *layout) {
+    PyObject *handles = zyx_field(layout, "queues");
+    int status = -1;
+    if (handles == NULL)
+        return -1;
+    if (!PyTuple_Check(handles) || PyTuple_GET_SIZE(handles) != t->queues)
+        PyErr_SetString(PyExc_ValueError, "LaunchLayout.queues: one handle per queue");
+    else if ((t->handles = PyMem_New(void *, t->queues)) == NULL)
+        PyErr_NoMemory();
+    else
+        status = 0;
+    for (Py_ssize_t i = 0; status == 0 && i < t->queues; i++) {
+        t->handles[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(handles, i));
+        if (PyErr_Occurred())
+            status = -1;
+    }
+    Py_DECREF(handles);
+    return status;
+}
+
+/* The slots of ``Buffer`` and ``Access`` a launcher reads and writes in place. */
+static int zyx_slots(ZyxTracking *t) {
+    return zyx_slot_offset(t->buffer_type, "pool", &t->pool_at) ||
+           zyx_slot_offset(t->buffer_type, "refcount", &t->refcount_at) ||
+           zyx_slot_offset(t->buffer_type, "handle", &t->handle_at) ||
+           zyx_slot_offset(t->buffer_type, "tracking", &t->tracking_at) ||
+           zyx_slot_offset(t->record_type, "writer_queue", &t->writer_queue_at) ||
+           zyx_slot_offset(t->record_type, "writer", &t->writer_at) ||
+           zyx_slot_offset(t->record_type, "readers", &t->readers_at);
+}
+
+/* Set up ``t`` from a ``zyx.native.LaunchLayout``; holds what it keeps. 0, or -1 with an
+ * exception. */
+static int zyx_tracking_init(ZyxTracking *t, PyObject *layout) {
+    PyObject **const held[] = {&t->load,  &t->issued, &t->reached, &t->track, &t->pool,
+                               (PyObject **)&t->buffer_type, (PyObject **)&t->record_type};
+    const char *const names[] = {"load", "issued", "reached", "track", "pool",
+                                 "buffer_type", "record_type"};
+    for (int i = 0; i < 7; i++)
+        if (zyx_hold_field(held[i], layout, names[i]))
+            return -1;
+    if (!PyList_Check(t->load) || !PyList_Check(t->issued) || !PyList_Check(t->reached) ||
+        PyList_GET_SIZE(t->load) < 1 || PyList_GET_SIZE(t->issued) != PyList_GET_SIZE(t->load) ||
+        PyList_GET_SIZE(t->reached) != PyList_GET_SIZE(t->load) ||
+        !PyType_Check(t->buffer_type) || !PyType_Check(t->record_type)) {
+        PyErr_SetString(PyExc_ValueError, "LaunchLayout: load, issued, reached of one int per "
+                                          "queue, and the buffer and record types");
+        return -1;
+    }
+    t->queues = PyList_GET_SIZE(t->load);
+    if (zyx_size_field(layout, "params", &t->params))
+        return -1;
+    if (t->params < 0 || t->params > ZYX_MAX_PARAMS) {
+        PyErr_Format(PyExc_ValueError, "LaunchLayout: at most %d params", ZYX_MAX_PARAMS);
         return -1;
     }
     PyMem_Free(t->handles);
-    t->handles = PyMem_New(void *, t->queues);
-    if (t->handles == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < t->queues; i++) {
-        t->handles[i] = PyLong_AsVoidPtr(PyTuple_GET_ITEM(handles, i));
-        if (PyErr_Occurred())
-            return -1;
-    }
-    return 0;
-}
-
-/* Set up ``t`` for a program of ``params`` params that reads the buffer params ``reads``
- * and writes ``writes`` (tuples of positions) of ``pool``, on the tracker's ``load`` and
- * the sequencer's ``issued`` and ``reached`` lists, with ``track`` making records, over
- * the queues ``handles`` (a tuple of addresses); takes references. */
-static int zyx_tracking_init(ZyxTracking *t, Py_ssize_t params, PyObject *reads,
-                             PyObject *writes, PyObject *load, PyObject *issued,
-                             PyObject *reached, PyObject *track, PyTypeObject *buffer_type,
-                             PyObject *pool, PyTypeObject *record_type, PyObject *handles) {
-    if (!PyList_Check(load) || !PyList_Check(issued) || !PyList_Check(reached) ||
-        PyList_GET_SIZE(load) < 1 || PyList_GET_SIZE(issued) != PyList_GET_SIZE(load) ||
-        PyList_GET_SIZE(reached) != PyList_GET_SIZE(load)) {
-        PyErr_SetString(PyExc_ValueError, "load, issued, reached: one int per queue");
-        return -1;
-    }
-    if (params < 0 || params > ZYX_MAX_PARAMS) {
-        PyErr_Format(PyExc_ValueError, "at most %d params", ZYX_MAX_PARAMS);
-        return -1;
-    }
-    t->buffers = 0;
-    if (zyx_positions(t, reads, params))
-        return -1;
-    t->reads = t->buffers;
-    if (zyx_positions(t, writes, params) ||
-        zyx_slot_offset(buffer_type, "pool", &t->pool_at) ||
-        zyx_slot_offset(buffer_type, "refcount", &t->refcount_at) ||
-        zyx_slot_offset(buffer_type, "tracking", &t->tracking_at) ||
-        zyx_slot_offset(record_type, "writer_queue", &t->writer_queue_at) ||
-        zyx_slot_offset(record_type, "writer", &t->writer_at) ||
-        zyx_slot_offset(record_type, "readers", &t->readers_at))
-        return -1;
-    t->queues = PyList_GET_SIZE(load);
-    if (zyx_handles(t, handles))
-        return -1;
-    memset(t->is_buffer, 0, sizeof(t->is_buffer));
-    for (Py_ssize_t k = 0; k < t->buffers; k++)
-        t->is_buffer[t->positions[k]] = 1;
-    PyObject **const fields[] = {&t->load,  &t->issued, &t->reached,
-                                 &t->track, (PyObject **)&t->buffer_type,
-                                 &t->pool,  (PyObject **)&t->record_type};
-    PyObject *const values[] = {load,  issued, reached, track, (PyObject *)buffer_type,
-                                pool,  (PyObject *)record_type};
-    zyx_hold_fields(fields, values, 7);
-    return 0;
+    t->handles = NULL;
+    return zyx_buffer_params(t, layout) || zyx_scalar_params(t, layout) ||
+                   zyx_grid(t, layout) || zyx_slots(t) || zyx_handles(t, layout)
+               ? -1
+               : 0;
 }
 
 static int zyx_tracking_traverse(ZyxTracking *t, visitproc visit, void *arg) {
@@ -218,6 +324,49 @@ static int zyx_alive(const ZyxTracking *t, PyObject *const *items) {
     for (Py_ssize_t k = 0; k < t->buffers; k++)
         if (zyx_small_int(ZYX_SLOT(items[t->positions[k]], t->refcount_at)) <= 0)
             return 0;
+    return 1;
+}
+
+/* Whether ``arg`` is plainly a value of scalar param ``i`` (``Program.inspect`` takes it as
+ * it is): an exact float, or an exact int a double holds, where it takes a float; else an
+ * exact int within the param's range. */
+static int zyx_plain_scalar(const ZyxTracking *t, Py_ssize_t i, PyObject *arg) {
+    if (t->takes_float[i] && PyFloat_CheckExact(arg))
+        return 1;
+    if (!PyLong_CheckExact(arg))
+        return 0;
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    return !overflow && value >= t->low[i] && value <= t->high[i];
+}
+
+/* Whether every argument is plainly of its param's kind: a buffer of the pool not
+ * released, or a plain scalar. */
+static int zyx_plain(const ZyxTracking *t, PyObject *const *items) {
+    for (Py_ssize_t i = 0; i < t->params; i++) {
+        PyObject *arg = items[i];
+        if (t->is_buffer[i] ? !zyx_of_pool(t, arg) : !zyx_plain_scalar(t, i, arg))
+            return 0;
+    }
+    return zyx_alive(t, items);
+}
+
+/* The work-groups per axis of a launch of plain ``items`` (``Program.groups``) into
+ * ``groups``: 1, or 0 where an axis has none or more than the device's limit, or an
+ * argument is unusual (a launch for the Python path). */
+static int zyx_groups(const ZyxTracking *t, PyObject *const *items, long *groups) {
+    for (int axis = 0; axis < 3; axis++) {
+        long count = t->dim[axis];
+        if (t->dim_param[axis] >= 0) {
+            long value = zyx_small_int(items[t->dim_param[axis]]);
+            if (value < 0)
+                return 0;
+            count = value / count + (value % count != 0);
+        }
+        if (count < 1 || count > t->limit[axis])
+            return 0;
+        groups[axis] = count;
+    }
     return 1;
 }
 
@@ -310,8 +459,8 @@ static int zyx_tracking_hazard(ZyxTracking *t, PyObject **records, long queue) {
     return 0;
 }
 
-/* Record the launch just enqueued on ``queue``: its sequence number and token, the
- * queue's load, each buffer's record (a new one where untracked). */
+/* Sequencer.commit: record the launch just enqueued on ``queue``: its sequence number and
+ * token, the queue's load, each buffer's record (a new one where untracked). */
 static int zyx_tracking_commit(ZyxTracking *t, PyObject **bufs, PyObject **records,
                                long queue) {
     long seq = zyx_small_int(PyList_GET_ITEM(t->issued, queue)) + 1;

@@ -1,4 +1,9 @@
-"""One CUDA GPU: its primary context, streams, pool, compiler and launches."""
+"""One CUDA GPU: its primary context, streams, pool, compiler and launches.
+
+A kernel is launched where ``zyx_cuda.program`` says, in its first lines: native.c's
+``Launcher.submit`` (C) or ``KernelProgram.schedule`` (Python). ``CudaDevice.launch`` hands
+every launch to its program's ``submit``, under the lock the device shares with its pool.
+"""
 
 from __future__ import annotations
 
@@ -39,6 +44,7 @@ class CudaDevice(Device):
         self.info = query_info(self.context.device)
         self.streams = Streams(queues)
         self.pool = CudaPool(self.name, self.context, self.streams)
+        self._lock = self.pool.lock
         assert self.info.compute_capability is not None
         self.compiler = Compiler(self.info.compute_capability)
         self.dialect = CudaDialect()
@@ -69,36 +75,49 @@ class CudaDevice(Device):
             ours = False
         if not ours:
             raise not_a_program(self, program)
-        program.submit(args)  # type: ignore[attr-defined]  # ours; cast() costs a call
+        lock = self._lock
+        lock.acquire()  # cheaper than ``with``, which looks up two methods
+        try:
+            program.submit(args)  # type: ignore[attr-defined]  # ours; cast() costs a call
+        finally:
+            lock.release()
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
         program = self.own(program, CudaProgram)
-        reads, writes, groups = program.prepare(args)
-        self.synchronize()
-        streams, (start, end) = self.streams, self._timers
-        stream = streams.handles[0]
-        status = ErrorStatus.KERNEL_LAUNCH
-        check(status, "cuEventRecord", driver.cuEventRecord(start, stream))
-        program.enqueue(stream, args, groups)
-        check(status, "cuEventRecord", driver.cuEventRecord(end, stream))
-        streams.commit(0, reads, writes)
-        if program.logged:
-            log_launch(program, 0, groups)
-        check(ErrorStatus.KERNEL_SYNC, "cuEventSynchronize", driver.cuEventSynchronize(end))
-        streams.done(0)
-        ms = check(
-            ErrorStatus.KERNEL_SYNC, "cuEventElapsedTime", driver.cuEventElapsedTime(start, end)
-        )
+        with self._lock:
+            values, reads, writes, groups = program.prepare(args)
+            self._synchronize()
+            streams, (start, end) = self.streams, self._timers
+            stream = streams.handles[0]
+            status = ErrorStatus.KERNEL_LAUNCH
+            check(status, "cuEventRecord", driver.cuEventRecord(start, stream))
+            program.enqueue(stream, values, groups)
+            check(status, "cuEventRecord", driver.cuEventRecord(end, stream))
+            streams.commit(0, reads, writes)
+            if program.logged:
+                log_launch(program, 0, groups)
+            check(ErrorStatus.KERNEL_SYNC, "cuEventSynchronize", driver.cuEventSynchronize(end))
+            streams.done(0)
+            ms = check(
+                ErrorStatus.KERNEL_SYNC,
+                "cuEventElapsedTime",
+                driver.cuEventElapsedTime(start, end),
+            )
         return round(float(ms) * 1e6)
 
     def release(self, program: Program) -> None:
         """Unload the program's module once the work queued so far is done."""
         own = self.own(program, CudaProgram)
-        own.retire()
-        self.context.activate()
-        self.streams.after(self.streams.now().values(), own.unload)
+        with self._lock:
+            own.retire()
+            self.context.activate()
+            self.streams.after(self.streams.now().values(), own.unload)
 
     def synchronize(self) -> None:
+        with self._lock:
+            self._synchronize()
+
+    def _synchronize(self) -> None:
         self.context.activate()
         self.streams.synchronize()
 

@@ -45,7 +45,7 @@ def dependencies(launches: Sequence[Launch]) -> list[tuple[int, ...]]:
     readers: dict[Buffer, list[int]] = {}
     edges = []
     for i, (program, args) in enumerate(launches):
-        reads, writes, _ = program.inspect(args)
+        _, reads, writes, _ = program.inspect(args)
         after = {writer[b] for b in reads + writes if b in writer}
         for b in writes:
             after.update(readers.get(b, ()))
@@ -78,17 +78,22 @@ class GraphRecording(Recording):
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         self.device.own(program, CudaProgram)
-        super().launch(program, args)
-        self._discard()
+        with self.device.lock:
+            super().launch(program, args)
+            self._discard()
 
     def set_arg(self, launch: int, position: int, value: Arg) -> None:
-        super().set_arg(launch, position, value)
-        self._rebound.add(launch)
+        with self.device.lock:
+            super().set_arg(launch, position, value)
+            self._rebound.add(launch)
 
     def replay(self) -> None:
         """Launch the whole recording as one graph on the device's streams."""
-        if not self.launches:
-            return
+        with self.device.lock:
+            if self.launches:
+                self._replay()
+
+    def _replay(self) -> None:
         device = self.device
         device.context.activate()
         if self._exec is None:
@@ -170,7 +175,7 @@ class GraphRecording(Recording):
         read: dict[Buffer, None] = {}
         written: dict[Buffer, None] = {}
         for program, args in self.launches:
-            reads, writes, _ = program.inspect(args)
+            _, reads, writes, _ = program.inspect(args)
             read.update(dict.fromkeys(reads))
             written.update(dict.fromkeys(writes))
         self._writes = tuple(written)

@@ -148,8 +148,10 @@ class CudaArray:
     def _ready_for(self, stream: Any) -> None:
         """Make ``stream`` wait for zyx's pending work on the buffer."""
         pool = self.pool
-        pool.context.activate()
-        pool.streams.order_before(stream, pool.streams.tracker.last_uses(self._live()).values())
+        with pool.lock:
+            pool.context.activate()
+            uses = pool.streams.tracker.last_uses(self._live())
+            pool.streams.order_before(stream, uses.values())
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
@@ -157,9 +159,10 @@ class CudaArray:
             raise TypeError("bf16 has no __cuda_array_interface__ type string; use DLPack")
         # One of zyx's streams, made to wait for every pending use: the consumer waits on it.
         pool, buf = self.pool, self._live()
-        pool.context.activate()
-        queue = pool.streams.select((), (buf,))
-        pool.streams.commit(queue, (), (buf,))
+        with pool.lock:
+            pool.context.activate()
+            queue = pool.streams.select((), (buf,))
+            pool.streams.commit(queue, (), (buf,))
         return {
             "shape": self.shape,
             "typestr": self.dtype.numpy.str,
@@ -217,6 +220,11 @@ def from_dlpack(tensor: Any, device: CudaDevice) -> Buffer:
             ErrorStatus.INCORRECT_KERNEL_ARG,
             f"tensor is on DLPack device {(kind, ordinal)}, not {device.name}",
         )
+    with device.lock:
+        return _adopt_dlpack(tensor, device)
+
+
+def _adopt_dlpack(tensor: Any, device: CudaDevice) -> Buffer:
     device.context.activate()
     streams = device.streams
     queue = streams.tracker.choose(())
@@ -253,11 +261,12 @@ def from_cuda_array(tensor: Any, device: CudaDevice) -> Buffer:
     dtype = DType.from_numpy(np.dtype(cai["typestr"]))
     shape = list(cai["shape"])
     _check_contiguous(shape, cai.get("strides"), dtype.itemsize, "__cuda_array_interface__")
-    device.context.activate()
-    buf = device.pool.adopt(int(cai["data"][0]), _nbytes(shape, dtype), lambda: _keep(tensor))
-    producer = cai.get("stream")
-    if producer is not None:
-        device.streams.order_after(driver.CUstream(producer), writes=(buf,))
+    with device.lock:
+        device.context.activate()
+        buf = device.pool.adopt(int(cai["data"][0]), _nbytes(shape, dtype), lambda: _keep(tensor))
+        producer = cai.get("stream")
+        if producer is not None:
+            device.streams.order_after(driver.CUstream(producer), writes=(buf,))
     return buf
 
 

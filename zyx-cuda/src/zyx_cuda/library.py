@@ -47,10 +47,10 @@ class LibraryProgram(CudaProgram):
         self.call = call
         self._capture_stream: Any = None
 
-    def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
-        buffers = cast("Sequence[Buffer]", args)
+    def enqueue(self, stream: Any, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
+        buffers = cast("Sequence[Buffer]", values)
         pointers = [buffers[i].handle for i in self.buffer_positions]
-        scalars = [cast("Scalar", args[i]) for i in self.scalar_positions]
+        scalars = [cast("Scalar", values[i]) for i in self.scalar_positions]
         self.call(int(stream), pointers, scalars)
 
     def add_node(self, graph: Any, deps: Sequence[Any], args: Sequence[Arg]) -> Any:
@@ -77,7 +77,7 @@ class LibraryProgram(CudaProgram):
 
     def _capture(self, args: Sequence[Arg]) -> Any:
         """The call's work as a graph, by stream capture on a stream of its own."""
-        _, _, groups = self.prepare(args)  # refuses a released program's
+        values, _, _, groups = self.prepare(args)  # refuses a released program's
         if self._capture_stream is None:
             flags = driver.CUstream_flags.CU_STREAM_NON_BLOCKING
             self._capture_stream = check(_GRAPH, "cuStreamCreate", driver.cuStreamCreate(flags))
@@ -85,7 +85,7 @@ class LibraryProgram(CudaProgram):
         mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
         check(_GRAPH, "cuStreamBeginCapture", driver.cuStreamBeginCapture(stream, mode))
         try:
-            self.enqueue(stream, args, groups)
+            self.enqueue(stream, values, groups)
         finally:
             graph = check(_GRAPH, "cuStreamEndCapture", driver.cuStreamEndCapture(stream))
         return graph

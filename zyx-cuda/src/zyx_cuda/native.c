@@ -240,35 +240,36 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return lane_result(status, call ? call : "");
 }
 
-/* ---- Launcher: a program's whole launch, for the steady state ------------------------
+/* ---- Launcher: a kernel's launch, for the steady state -------------------------------
  *
- * A program's generated Python ``submit`` (program.py) checks the arguments, packs the
- * argument block, chooses a stream through the tracker (zyx.streams), makes the waits,
- * launches and records. Most launches repeat what an earlier one did: the same argument
- * objects, already checked and packed, or only other buffers, on a stream with no
- * cross-stream hazard. For those, ``Launcher.submit`` does it here, with zyx's tracker.c
- * (compiled ahead of this file); anything else (new scalars, a hazard, another context
- * current, no work-group: nothing to launch) goes to the Python ``submit``, which decides
- * everything afresh. Nothing is changed before that choice is made, so the Python path
- * sees the state the C path saw.
+ * ``KernelProgram.schedule`` (program.py) is the launch in Python, and the specification
+ * of this one: it checks the arguments, packs the argument block, chooses a stream
+ * through the tracker (zyx.streams), makes the waits, launches and records. Most launches
+ * repeat what an earlier one did: the same argument objects, already checked and packed,
+ * or only other buffers, on a stream with no cross-stream hazard. ``Launcher.submit`` does
+ * those here, with zyx's tracker.c (compiled ahead of this file); anything else (new
+ * scalars, a hazard, another context current, no work-group: nothing to launch) goes to
+ * ``schedule``, which decides everything afresh. Nothing is changed before that choice is
+ * made, so the Python path sees the state the C path saw.
+ *
+ * A Launcher is made from two objects, read by field name: the program's
+ * ``zyx.native.LaunchLayout`` and its ``zyx_cuda.program.NativeKernel``.
  */
 
 typedef struct {
     PyObject_HEAD
     ZyxTracking tracking;
-    PyObject *fallback; /* the generated Python submit */
+    PyObject *schedule; /* KernelProgram.schedule: the Python path */
     PyObject *packed;   /* list: the argument objects the block holds (or a sentinel) */
     PyObject *grid;     /* list: work-groups per axis of the packed arguments */
     PyObject *failure;  /* failure(CUresult) -> the exception to raise */
-    Py_ssize_t handle_at;
-    Py_ssize_t params;
     void *context, *function, **kernel_params;
     unsigned block[3], shared;
-    Py_ssize_t launched; /* launches run here, not in the fallback */
+    Py_ssize_t launched; /* launches run here, not in schedule */
 } Launcher;
 
 static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
-    Py_VISIT(self->fallback);
+    Py_VISIT(self->schedule);
     Py_VISIT(self->packed);
     Py_VISIT(self->grid);
     Py_VISIT(self->failure);
@@ -276,7 +277,7 @@ static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
 }
 
 static int launcher_clear(Launcher *self) {
-    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->schedule);
     Py_CLEAR(self->packed);
     Py_CLEAR(self->grid);
     Py_CLEAR(self->failure);
@@ -291,61 +292,68 @@ static void launcher_dealloc(Launcher *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Launcher(fallback, packed, grid, reads, writes, load, issued, reached, track, failure,
- *          pool, buffer_type, record_type, streams, context, function, block, shared,
- *          params) */
+/* The NativeKernel's ``block`` (three ints) and ``shared`` (bytes). */
+static int launch_shape(Launcher *self, PyObject *kernel) {
+    PyObject *block = zyx_field(kernel, "block");
+    Py_ssize_t shared;
+    int ok = block != NULL && PyArg_ParseTuple(block, "III", &self->block[0], &self->block[1],
+                                               &self->block[2]);
+    Py_XDECREF(block);
+    if (!ok || zyx_size_field(kernel, "shared", &shared))
+        return -1;
+    if (shared < 0 || shared > (Py_ssize_t)UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "NativeKernel.shared: not a byte count");
+        return -1;
+    }
+    self->shared = (unsigned)shared;
+    return 0;
+}
+
+/* Launcher(layout, kernel): a zyx.native.LaunchLayout and a NativeKernel */
 static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
-    PyObject *fallback, *packed, *grid, *reads, *writes, *load, *issued, *reached, *track;
-    PyObject *failure, *pool, *streams;
-    PyTypeObject *buffer_type, *record_type;
-    unsigned long long context, function, kernel_params;
-    unsigned int shared;
-    if (!PyArg_ParseTuple(args, "OO!O!OOOOOOOOO!O!O!KK(III)IK", &fallback, &PyList_Type,
-                          &packed, &PyList_Type, &grid, &reads, &writes, &load, &issued,
-                          &reached, &track, &failure, &pool, &PyType_Type, &buffer_type,
-                          &PyType_Type, &record_type, &PyTuple_Type, &streams, &context, &function,
-                          &self->block[0], &self->block[1], &self->block[2], &shared,
-                          &kernel_params))
+    PyObject *layout, *kernel;
+    if (!PyArg_ParseTuple(args, "OO", &layout, &kernel))
         return -1;
     if (launch_kernel == NULL || ctx_get_current == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Launcher before bind");
         return -1;
     }
-    self->params = PyList_GET_SIZE(packed);
-    if (PyList_GET_SIZE(grid) != 3) {
-        PyErr_SetString(PyExc_ValueError, "Launcher: a layout this launcher does not take");
+    if (zyx_tracking_init(&self->tracking, layout) ||
+        zyx_hold_field(&self->schedule, kernel, "schedule") ||
+        zyx_hold_field(&self->packed, kernel, "packed") ||
+        zyx_hold_field(&self->grid, kernel, "grid") ||
+        zyx_hold_field(&self->failure, kernel, "failure") ||
+        zyx_address_field(kernel, "context", &self->context) ||
+        zyx_address_field(kernel, "function", &self->function) ||
+        zyx_address_field(kernel, "params", (void **)&self->kernel_params) ||
+        launch_shape(self, kernel))
+        return -1;
+    if (!PyList_CheckExact(self->packed) ||
+        PyList_GET_SIZE(self->packed) != self->tracking.params ||
+        !PyList_CheckExact(self->grid) || PyList_GET_SIZE(self->grid) != 3) {
+        PyErr_SetString(PyExc_ValueError, "NativeKernel: packed of one entry per param, a "
+                                          "grid of three");
         return -1;
     }
-    ZyxTracking *t = &self->tracking;
-    if (zyx_tracking_init(t, self->params, reads, writes, load, issued, reached, track,
-                          buffer_type, pool, record_type, streams) ||
-        zyx_slot_offset(buffer_type, "handle", &self->handle_at))
-        return -1;
-    self->context = (void *)(uintptr_t)context;
-    self->function = (void *)(uintptr_t)function;
-    self->kernel_params = (void **)(uintptr_t)kernel_params;
-    self->shared = shared;
-    PyObject **const fields[] = {&self->fallback, &self->packed, &self->grid, &self->failure};
-    PyObject *const values[] = {fallback, packed, grid, failure};
-    zyx_hold_fields(fields, values, 4);
     return 0;
 }
 
 static PyObject *launcher_fallback(Launcher *self, PyObject *args) {
-    return PyObject_CallOneArg(self->fallback, args);
+    return PyObject_CallOneArg(self->schedule, args);
 }
 
 /* Whether the arguments can be launched here: each the packed object, or a buffer of the
  * pool (its handle into ``handles``, ``*changed`` set); and every buffer alive. */
 static int launchable(Launcher *self, PyObject *const *items, unsigned long long *handles,
                       int *changed) {
-    for (Py_ssize_t i = 0; i < self->params; i++) {
+    const ZyxTracking *t = &self->tracking;
+    for (Py_ssize_t i = 0; i < t->params; i++) {
         PyObject *arg = items[i];
         if (arg == PyList_GET_ITEM(self->packed, i))
             continue;
-        if (!self->tracking.is_buffer[i] || !zyx_of_pool(&self->tracking, arg))
+        if (!t->is_buffer[i] || !zyx_of_pool(t, arg))
             return 0;
-        PyObject *handle = ZYX_SLOT(arg, self->handle_at);
+        PyObject *handle = ZYX_SLOT(arg, t->handle_at);
         if (handle == NULL || !PyLong_CheckExact(handle))
             return 0;
         handles[i] = PyLong_AsUnsignedLongLong(handle);
@@ -355,17 +363,17 @@ static int launchable(Launcher *self, PyObject *const *items, unsigned long long
         }
         *changed = 1;
     }
-    return zyx_alive(&self->tracking, items);
+    return zyx_alive(t, items);
 }
 
-/* Pack the buffers that changed, launch on ``queue`` and record it. (program.py's docstring
- * lists every place a kernel is launched.) */
+/* Pack the buffers that changed, launch on ``queue`` and record it: where a kernel is
+ * launched in C (program.py's docstring names the one place in Python). */
 static PyObject *launch_and_commit(Launcher *self, PyObject *const *items,
                                    const unsigned long long *handles, int changed,
                                    PyObject **bufs, PyObject **records, long queue,
                                    const long *groups) {
     if (changed)
-        for (Py_ssize_t i = 0; i < self->params; i++)
+        for (Py_ssize_t i = 0; i < self->tracking.params; i++)
             if (items[i] != PyList_GET_ITEM(self->packed, i)) {
                 *(uint64_t *)self->kernel_params[i] = handles[i];
                 PyList_SetItem(self->packed, i, Py_NewRef(items[i]));
@@ -391,12 +399,13 @@ static PyObject *launch_and_commit(Launcher *self, PyObject *const *items,
     Py_RETURN_NONE;
 }
 
-/* submit(args): Device.launch of the program */
+/* submit(args): Device.launch of the program, under its device's lock */
 static PyObject *launcher_submit(Launcher *self, PyObject *args) {
+    ZyxTracking *t = &self->tracking;
     if (!PyList_CheckExact(args) && !PyTuple_CheckExact(args))
         return launcher_fallback(self, args);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(args);
-    if (n != self->params || PyList_GET_SIZE(self->packed) != n)
+    if (PySequence_Fast_GET_SIZE(args) != t->params ||
+        PyList_GET_SIZE(self->packed) != t->params)
         return launcher_fallback(self, args);
     PyObject *const *items = PySequence_Fast_ITEMS(args);
     unsigned long long handles[ZYX_MAX_PARAMS];
@@ -412,7 +421,6 @@ static PyObject *launcher_submit(Launcher *self, PyObject *args) {
         if (groups[i] <= 0 || groups[i] > (long)UINT32_MAX)
             return launcher_fallback(self, args);
     }
-    ZyxTracking *t = &self->tracking;
     PyObject *bufs[ZYX_MAX_BUFFERS], *records[ZYX_MAX_BUFFERS];
     if (zyx_tracking_hold(t, items, bufs, records))
         return launcher_fallback(self, args);
@@ -434,7 +442,7 @@ static PyMethodDef launcher_methods[] = {
 
 static PyMemberDef launcher_members[] = {
     {"launched", T_PYSSIZET, offsetof(Launcher, launched), READONLY,
-     "launches run in C (the rest went to the Python submit)"},
+     "launches run in C (the rest went to KernelProgram.schedule)"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -442,7 +450,7 @@ static PyTypeObject LauncherType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_zyx_cuda_native.Launcher",
     .tp_basicsize = sizeof(Launcher),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A program's launch: its steady state in C, the rest in its Python submit.",
+    .tp_doc = "A kernel's launch: its steady state in C, the rest in KernelProgram.schedule.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)launcher_init,
     .tp_dealloc = (destructor)launcher_dealloc,

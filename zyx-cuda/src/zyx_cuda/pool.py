@@ -27,7 +27,7 @@ from cuda.bindings import driver
 
 from zyx.backend import Buffer, MemoryPool, byte_view
 from zyx.errors import ErrorStatus
-from zyx.host.pool import HostPool
+from zyx.staging import staged
 from zyx_cuda.context import Context
 from zyx_cuda.errors import CudaError, check, is_out_of_memory
 from zyx_cuda.staging import Staging
@@ -54,9 +54,10 @@ class CudaPool(MemoryPool):
         self._owners: dict[Buffer, Callable[[], None]] = {}
 
     def free_bytes(self) -> int:
-        self.context.activate()
-        self.streams.collect()
-        return self._capacity - self._held
+        with self.lock:
+            self.context.activate()
+            self.streams.collect()
+            return self._capacity - self._held
 
     # ---- allocation ---------------------------------------------------------------------
 
@@ -89,7 +90,8 @@ class CudaPool(MemoryPool):
         """A buffer over memory this pool does not own (an imported tensor's). When it is
         freed, ``owner()`` is called instead of ``cuMemFree``, after the work using it."""
         buf = Buffer(self, nbytes, ptr)
-        self._owners[buf] = owner
+        with self.lock:
+            self._owners[buf] = owner
         return buf
 
     def _free(self, buf: Buffer) -> None:
@@ -129,14 +131,12 @@ class CudaPool(MemoryPool):
             _log_copy(self.name, f"read from {buf.handle + offset:#x}", view.nbytes, queue)
 
     def _copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
-        if isinstance(src_pool, HostPool):
-            self._write(dst_buf, byte_view(HostPool.array(src_buf)), 0)
-        elif src_pool is self:
+        if src_pool is self:
             self._copy_device(src_buf, dst_buf)
         elif isinstance(src_pool, CudaPool):
             self._copy_peer(src_pool, src_buf, dst_buf)
-        else:
-            super()._copy_from(src_pool, src_buf, dst_buf)
+        else:  # host memory in place, any other pool's through a host array
+            self._write(dst_buf, byte_view(staged(src_pool, src_buf)), 0)
 
     def _copy_device(self, src: Buffer, dst: Buffer) -> None:
         self.context.activate()
@@ -186,8 +186,9 @@ class CudaPool(MemoryPool):
             _log_copy(self.name, copy, src.nbytes, queue)
 
     def synchronize(self) -> None:
-        self.context.activate()
-        self.streams.synchronize()
+        with self.lock:
+            self.context.activate()
+            self.streams.synchronize()
 
 
 def _log_copy(pool: str, what: str, nbytes: int, queue: int) -> None:

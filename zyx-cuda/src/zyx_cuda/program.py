@@ -1,31 +1,25 @@
-"""Programs the CUDA device schedules: compiled kernels here, library calls in ``library``.
+"""Programs the CUDA device launches: compiled kernels here, library calls in ``library``.
 
-``CudaDevice.launch`` calls ``program.submit``, an attribute each program sets. Where a
-kernel is launched:
+Where a kernel is launched (``CudaDevice.launch`` calls ``program.submit`` under the
+device's lock):
 
-- ``KernelProgram._specialize_submit``: the generated Python ``submit`` (its ``launch`` lines:
-  native.c's ``launch`` where the native module is built, else cuda-python's call);
-- native.c ``launch_and_commit``: the native ``Launcher``'s C path, which is ``submit``
-  where the module is built (``KernelProgram._native_submit``) and hands the launches it
-  does not run to the generated function;
-- ``KernelProgram.enqueue``: cuda-python's ``cuLaunchKernel``, for ``CudaDevice.launch_timed``;
-- ``GraphRecording.replay`` (``graphs``): ``cuGraphLaunch`` of the nodes ``add_node`` made;
-- ``CudaProgram.schedule``: ``submit`` of a ``LibraryProgram``, whose ``enqueue`` calls the
-  library.
+- in C, native.c's ``Launcher.submit`` (``launch_and_commit``), where zyx-cuda's native
+  module is built: a launch that repeats the packed arguments, or changes only buffers, on
+  a stream without a cross-stream hazard;
+- in Python, ``KernelProgram.schedule``: every other launch, and every launch where the
+  native module is not built (``ZYX_NATIVE=0``). It is the specification of the C path.
+  Its one driver call is ``KernelProgram.enqueue``, which ``launch_timed`` uses too.
+
+A recording's replay (``graphs``) launches a CUDA graph of the same kernels instead.
 
 A ``KernelProgram`` keeps a prepared argument block: one 8-byte slot per param in a ctypes
 buffer and a ``void*`` array pointing at the slots, whose address is ``cuLaunchKernel``'s
-``kernelParams``. Its generated ``submit`` (``Program.specialize``) is the argument checks,
-one precompiled ``struct.pack_into`` into the slots, the stream choice and hazard
-bookkeeping of ``Streams.inline``, and the ``cuLaunchKernel`` call: straight-line code, no
-allocation beyond the call's own. The native ``Launcher`` in front of it runs in C a launch
-that repeats the packed arguments, or changes only buffers, on a stream without a
-cross-stream hazard.
+``kernelParams``. A launch with the argument objects of the last one skips the packing;
+the C path packs only the buffers that changed.
 
 Whether a program logs its launches (``zyx.launch`` at DEBUG, ``ZYX_DEBUG=32``) is decided
-once, when it is made (``logged``): a logging kernel gets a generated ``submit`` with the log
-call and no ``Launcher`` (its C path does not log); a kernel that does not log has no check
-for it on its launch path (``schedule``, a library program's, tests ``logged``).
+once, when it is made (``logged``): a logging kernel has no ``Launcher`` (its C path does
+not log).
 """
 
 from __future__ import annotations
@@ -35,19 +29,18 @@ import logging
 import struct
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from cuda.bindings import driver
 
-from zyx.backend import Arg, Buffer, Prepared, Program
+from zyx.backend import Arg, Prepared, Program
 from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir.ops import Kernel, ParamKind
-from zyx.native import tracked_params
-from zyx.streams import Access
+from zyx.native import launch_layout
 from zyx_cuda.codegen import shared_bytes
 from zyx_cuda.compiler import Image
-from zyx_cuda.context import current_context
 from zyx_cuda.errors import check, cuda_error
 from zyx_cuda.native import launch_function, launcher_type
 
@@ -76,38 +69,41 @@ class CudaProgram(Program):
 
     def __init__(self, device: CudaDevice, kernel: Kernel) -> None:
         super().__init__(device, kernel)
-        self.prepare: Callable[[Sequence[Arg]], Prepared] = self.inspect
-        """``inspect``, and where the program has one, readies its argument block for the
-        next ``enqueue``: the launch path's one pass over the arguments."""
         self.logged = _launch_log.isEnabledFor(logging.DEBUG)
         """Whether its launches are logged on ``zyx.launch``, decided once, here."""
         self.submit: Callable[[Sequence[Arg]], None] = self.schedule
-        """``Device.launch`` of this program, its device already checked: ``schedule``, or
-        a ``KernelProgram``'s generated function or native ``Launcher``."""
+        """``Device.launch`` of this program, its device checked and its lock held:
+        ``schedule``, or a ``KernelProgram``'s native ``Launcher.submit``."""
+
+    def prepare(self, args: Sequence[Arg]) -> Prepared:
+        """``inspect``, and where the program has one, its argument block packed for the
+        next ``enqueue``."""
+        return self.inspect(args)
 
     def schedule(self, args: Sequence[Arg]) -> None:
-        """The launch path of a program without a generated one: the arguments checked
-        before any native call, then a stream chosen, its hazards ordered, the work
-        enqueued and recorded."""
-        reads, writes, groups = self.prepare(args)
+        """The launch, in Python: the arguments checked before any native call, then a
+        stream chosen, its hazards ordered, the work enqueued and recorded."""
+        values, reads, writes, groups = self.prepare(args)
+        if 0 in groups:  # no work-group: nothing to run (the driver refuses a zero grid)
+            return
         device = self.device
         device.context.activate()
         streams = device.streams
         queue = streams.select(reads, writes)
-        self.enqueue(streams.handles[queue], args, groups)
+        self.enqueue(streams.handles[queue], values, groups)
         streams.commit(queue, reads, writes)
         if self.logged:
             log_launch(self, queue, groups)
 
     def retire(self) -> None:
         super().retire()
-        self.prepare = self.submit = self.refused
+        self.submit = self.schedule  # whose inspect refuses it, where a Launcher would not
 
     @abstractmethod
-    def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
+    def enqueue(self, stream: Any, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
         """Enqueue the work on ``stream`` (the device chose it and ordered its hazards).
-        Call it right after ``prepare(args)``, with the ``groups`` that returned: a
-        ``KernelProgram`` launches the block that call packed, not ``args``."""
+        Call it right after ``prepare(args)``, with the ``values`` and ``groups`` that
+        returned: a ``KernelProgram`` launches the block that call packed."""
 
     @abstractmethod
     def add_node(self, graph: Any, deps: Sequence[Any], args: Sequence[Arg]) -> Any:
@@ -130,8 +126,10 @@ class ArgBlock:
             "Q" if kind is not ParamKind.VARIABLE else _SCALAR_CODES[dtype]
             for kind, dtype in zip(kinds, dtypes)
         ]
-        self._struct = struct.Struct("<" + "".join(f"{c}{8 - struct.calcsize(c)}x" for c in codes))
-        storage = bytearray(max(8, self._struct.size))
+        self._pack_into = struct.Struct(
+            "<" + "".join(f"{c}{8 - struct.calcsize(c)}x" for c in codes)
+        ).pack_into
+        storage = bytearray(max(8, 8 * len(codes)))
         # A memoryview packs fastest; the ctypes view pins the storage's address.
         self._slots = memoryview(storage)
         self._pinned = (ctypes.c_char * len(storage)).from_buffer(storage)
@@ -141,59 +139,82 @@ class ArgBlock:
         )
         self.address = ctypes.addressof(self._pointers)
         """The ``void**`` to pass as ``kernelParams``."""
-        self._kinds, self._dtypes = tuple(kinds), tuple(dtypes)
+        self._buffers = [i for i, kind in enumerate(kinds) if kind is not ParamKind.VARIABLE]
+        self._halves = [
+            (i, dtype)
+            for i, (kind, dtype) in enumerate(zip(kinds, dtypes))
+            if kind is ParamKind.VARIABLE and dtype in (DType.F16, DType.BF16)
+        ]
+        """f16 and bf16 scalars: they travel as float, rounded as the kernel's reference
+        rounds them."""
+        self._floats = [
+            i
+            for i, (kind, dtype) in enumerate(zip(kinds, dtypes))
+            if kind is ParamKind.VARIABLE and dtype is DType.F32
+        ]
         self.packed: list[object] = [_EMPTY] * len(codes)
         """The argument objects the slots hold (``_EMPTY`` where they hold none)."""
         self.grid = [0, 0, 0]
         """The work-groups per axis of the launch the slots were packed for."""
 
-    def packing(self) -> tuple[list[str], dict[str, object]]:
-        """Lines for ``Program.specialize`` that write a launch's checked arguments ``a0``,
-        ``a1``, ... into the slots with one ``struct.pack_into``, and the names they use. An
-        int scalar out of its C type's range is IncorrectKernelArg; a float one past its
-        dtype's range is an infinity."""
-        values, rounded = [], []
-        for i, (kind, dtype) in enumerate(zip(self._kinds, self._dtypes)):
-            if kind is not ParamKind.VARIABLE:
-                values.append(f"a{i}.handle")
-            elif dtype in (DType.F16, DType.BF16):
-                # They travel as float; rounded as the kernel's reference rounds them.
-                values.append(f"round_to(float(a{i}), DType.{dtype.name})")
-            else:
-                values.append(f"a{i}")
-            f32 = kind is ParamKind.VARIABLE and dtype is DType.F32
-            rounded.append(f"round_to(float(a{i}), DType.F32)" if f32 else values[-1])
-        if not values:
-            return [], {}
-        args = [f"a{i}" for i in range(len(values))]
-        # The slots keep what was packed last: a launch with the same argument objects (the
-        # same buffers, say) skips the packing. A failed packing forgets them. The grid
-        # follows from the scalars, so it is kept with them.
-        lines = [
-            f"if {' or '.join(f'{a} is not packed[{i}]' for i, a in enumerate(args))}:",
-            "    try:",
-            "        try:",
-            f"            pack_into(slots, 0, {', '.join(values)})",
-            "        except OverflowError:  # a float past f32's range: an infinity, as C converts",
-            f"            pack_into(slots, 0, {', '.join(rounded)})",
-            "    except (struct_error, OverflowError) as error:",
-            "        packed[:] = unpacked",
-            "        raise out_of_range(error) from error",
-            f"    packed[:] = ({', '.join(args)},)",
-            "    grid[:] = (g0, g1, g2)",
-        ]
-        names = {
-            "pack_into": self._struct.pack_into,
-            "slots": self._slots,
-            "packed": self.packed,
-            "grid": self.grid,
-            "unpacked": [_EMPTY] * len(values),
-            "struct_error": struct.error,
-            "out_of_range": _out_of_range,
-            "round_to": round_to,
-            "DType": DType,
-        }
-        return lines, names
+    def pack(self, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
+        """Write the checked ``values`` of a launch of ``groups`` into the slots, with one
+        ``struct.pack_into``, unless the slots hold these very objects. An int scalar out
+        of its C type's range is IncorrectKernelArg; a float one past its dtype's range is
+        an infinity, as C converts it. A failed packing forgets what was packed."""
+        packed = self.packed
+        for value, held in zip(values, packed):
+            if value is not held:
+                break
+        else:
+            return  # the grid follows from the scalars: it is the one kept with them
+        try:
+            try:
+                self._pack_into(self._slots, 0, *self._native(values))
+            except OverflowError:  # a float past f32's range: an infinity, as C converts
+                self._pack_into(self._slots, 0, *self._native(values, round_f32=True))
+        except (struct.error, OverflowError) as error:
+            packed[:] = [_EMPTY] * len(packed)
+            raise BackendError(
+                ErrorStatus.INCORRECT_KERNEL_ARG, f"kernel argument out of range: {error}"
+            ) from error
+        packed[:] = values
+        self.grid[:] = groups
+
+    def _native(self, values: Sequence[Arg], *, round_f32: bool = False) -> list[Any]:
+        """The values as the slots take them: buffers as their device addresses, f16 and
+        bf16 (and, where ``round_f32``, f32) rounded to their dtype."""
+        native: list[Any] = list(values)
+        for i in self._buffers:
+            native[i] = native[i].handle
+        for i, dtype in self._halves:
+            native[i] = round_to(float(native[i]), dtype)
+        if round_f32:
+            for i in self._floats:
+                native[i] = round_to(float(native[i]), DType.F32)
+        return native
+
+
+@dataclass(frozen=True)
+class NativeKernel:
+    """What zyx-cuda's native ``Launcher`` needs of a kernel besides its
+    ``zyx.native.LaunchLayout`` (native.c reads these fields by name)."""
+
+    schedule: Callable[[Sequence[Arg]], None]
+    """The Python path, for every launch the C path hands over."""
+    failure: Callable[[int], BackendError]
+    """The error of a ``cuLaunchKernel`` that returned this result."""
+    packed: list[object]
+    """``ArgBlock.packed``, which the C path keeps up to date as it packs buffers."""
+    grid: list[int]
+    """``ArgBlock.grid``."""
+    context: int
+    function: int
+    block: tuple[int, int, int]
+    shared: int
+    """Dynamic shared memory bytes."""
+    params: int
+    """``ArgBlock.address``."""
 
 
 def log_launch(program: CudaProgram, queue: int, groups: tuple[int, int, int]) -> None:
@@ -201,10 +222,6 @@ def log_launch(program: CudaProgram, queue: int, groups: tuple[int, int, int]) -
     _launch_log.debug(
         "%s: launch %s on stream %d, groups %s", program.device.name, program.name, queue, groups
     )
-
-
-def _out_of_range(error: struct.error) -> BackendError:
-    return BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, f"kernel argument out of range: {error}")
 
 
 class KernelProgram(CudaProgram):
@@ -226,103 +243,72 @@ class KernelProgram(CudaProgram):
                 driver.cuFuncSetAttribute(self.function, attribute, self.shared_bytes),
             )
         self.args = ArgBlock(self.param_kinds, self.param_dtypes)
-        if all(isinstance(d, int) for d in self.global_size):  # else packing sets it
+        if not self.symbolic:  # else packing sets it
             self.args.grid[:] = self.groups(())
-        pack, names = self.args.packing()
-        self.prepare = self.specialize(pack, names)
-        generated = self._specialize_submit(pack, names)
-        self.submit = self._native_submit(generated) or generated
+        self._native_launch = launch_function()
+        """zyx-cuda's native ``launch`` (``cuLaunchKernel`` with plain ints), or ``None``:
+        cuda-python's binding then."""
+        self._function_address = int(self.function)
+        self.launcher = self._launcher()
+        """zyx-cuda's native ``Launcher`` of this kernel, or ``None`` (see ``_launcher``)."""
+        self.submit = self.schedule if self.launcher is None else self.launcher.submit
 
-    def _specialize_submit(
-        self, pack: list[str], names: dict[str, object]
-    ) -> Callable[[Sequence[Arg]], None]:
-        """``submit`` as one generated function: ``prepare``'s checks and packing (``pack``,
-        ``names``), then the streams' scheduling (``Streams.inline``) around the
-        ``cuLaunchKernel`` call, with every constant of the call bound in. It saves the half
-        of zyx's time per launch that went to Python calls."""
-        streams, fast = self.device.streams, launch_function()
-        bx, by, bz = self.local_size
-        constants = f"{bx}, {by}, {bz}, {self.shared_bytes}, stream, {self.args.address}"
-        launch = [
-            f"result = native_launch({int(self.function)}, g0, g1, g2, {constants})"
-            if fast is not None
-            else f"(result,) = launch_kernel(function, g0, g1, g2, {constants}, 0)",
-            "if result:",
-            "    raise launch_error(result)",
-        ]
-        if self.logged:
-            launch.append("log_launch(program, queue, (g0, g1, g2))")
-        schedule, scheduling = streams.inline(
-            self.arg_names(ParamKind.GLOBAL),
-            self.arg_names(ParamKind.GLOBAL_MUT),
-            launch,
-            address=fast is not None,
-        )
-        work = ["if current.context is not context:", "    context.activate()", *schedule]
-        symbolic = [f"g{axis}" for axis, d in enumerate(self.global_size) if not isinstance(d, int)]
-        if symbolic:  # a Variable may leave an axis no work-group: nothing to launch then
-            work = [f"if {' and '.join(symbolic)}:", *(f"    {line}" for line in work)]
-        submit = self.specialize(
-            [*pack, *work],
-            {
-                **names,
-                **scheduling,
-                "launch_kernel": _launch_kernel,
-                "native_launch": fast,
-                "function": self.function,
-                "launch_error": self._launch_error,
-                "current": current_context,
-                "context": self.device.context,
-                "log_launch": log_launch,
-                "program": self,
-            },
-            returns=False,
-        )
-        return cast("Callable[[Sequence[Arg]], None]", submit)
+    def prepare(self, args: Sequence[Arg]) -> Prepared:
+        prepared = self.inspect(args)
+        self.args.pack(prepared[0], prepared[3])
+        return prepared
 
-    def _native_submit(
-        self, generated: Callable[[Sequence[Arg]], None]
-    ) -> Callable[[Sequence[Arg]], None] | None:
-        """``generated`` behind zyx-cuda's native ``Launcher``, which runs a launch in C
-        when it repeats the packed arguments on a stream without a cross-stream hazard, and
-        hands every other launch to ``generated``; ``None`` without the native module, where
-        launches are logged, or where it does not apply (no params, more than 64, or more
-        than 32 buffers)."""
-        launcher = launcher_type()
-        tracked = tracked_params(self.param_kinds)
-        if launcher is None or self.logged or not self.param_kinds or tracked is None:
-            return None
-        reads, writes = tracked
-        streams = self.device.streams
-        native = launcher(
-            generated, self.args.packed, self.args.grid, reads, writes, streams.tracker.load,
-            streams.issued, streams.reached, streams.tracker.track, self._launch_error,
-            self.device.pool, Buffer, Access,
-            tuple(int(handle) for handle in streams.handles), int(self.device.context.handle),
-            int(self.function), self.local_size, self.shared_bytes, self.args.address,
-        )  # fmt: skip
-        return cast("Callable[[Sequence[Arg]], None]", native.submit)
-
-    def _launch_error(self, result: int) -> BackendError:
-        return cuda_error(ErrorStatus.KERNEL_LAUNCH, f"cuLaunchKernel({self.name})", result)
-
-    def enqueue(self, stream: Any, args: Sequence[Arg], groups: tuple[int, int, int]) -> None:
-        """Launch the argument block as the ``prepare(args)`` just before packed it (``args``
-        itself is not read)."""
+    def enqueue(self, stream: Any, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
+        """Launch the argument block as the ``prepare`` just before packed it, on
+        ``stream``: where a kernel is launched in Python."""
         if 0 in groups:  # no work-group: nothing to run (the driver refuses a zero grid)
             return
         gx, gy, gz = groups
         bx, by, bz = self.local_size
-        (result,) = _launch_kernel(
-            self.function, gx, gy, gz, bx, by, bz, self.shared_bytes, stream, self.args.address, 0
-        )
+        shared, params = self.shared_bytes, self.args.address
+        if self._native_launch is not None:
+            function = self._function_address
+            result = self._native_launch(
+                function, gx, gy, gz, bx, by, bz, shared, int(stream), params
+            )
+        else:
+            (result,) = _launch_kernel(
+                self.function, gx, gy, gz, bx, by, bz, shared, stream, params, 0
+            )
         if result:
             raise self._launch_error(result)
+
+    def _launcher(self) -> Any:
+        """zyx-cuda's native ``Launcher`` for this kernel, which runs a launch in C when it
+        repeats the packed arguments on a stream without a cross-stream hazard and hands
+        every other launch to ``schedule``; ``None`` without the native module, where
+        launches are logged, or where it does not apply (no params, or more than a
+        ``LaunchLayout`` takes)."""
+        launcher = launcher_type()
+        streams = self.device.streams
+        layout = launch_layout(self, streams, streams.addresses)
+        if launcher is None or self.logged or not self.param_kinds or layout is None:
+            return None
+        kernel = NativeKernel(
+            schedule=self.schedule,
+            failure=self._launch_error,
+            packed=self.args.packed,
+            grid=self.args.grid,
+            context=int(self.device.context.handle),
+            function=self._function_address,
+            block=self.local_size,
+            shared=self.shared_bytes,
+            params=self.args.address,
+        )
+        return launcher(layout, kernel)
+
+    def _launch_error(self, result: int) -> BackendError:
+        return cuda_error(ErrorStatus.KERNEL_LAUNCH, f"cuLaunchKernel({self.name})", result)
 
     def node_params(self, args: Sequence[Arg]) -> Any:
         """Kernel node parameters for ``args`` (the driver copies the argument values);
         ``None`` where the launch has no work-group."""
-        _, _, groups = self.prepare(args)
+        _, _, _, groups = self.prepare(args)
         if 0 in groups:
             return None
         params = driver.CUDA_KERNEL_NODE_PARAMS()

@@ -26,7 +26,7 @@ _wait_event = driver.cuStreamWaitEvent
 class Streams(Sequencer[Any]):
     """``count`` non-blocking streams and the events recorded on them.
 
-    Every method expects the device's context to be current.
+    Every method expects the device's context to be current and its lock held.
     """
 
     def __init__(self, count: int) -> None:
@@ -36,6 +36,8 @@ class Streams(Sequencer[Any]):
         self.handles = [
             check(ErrorStatus.INITIALIZATION, "cuStreamCreate", create(flags)) for _ in range(count)
         ]
+        self.addresses = tuple(int(handle) for handle in self.handles)
+        """The streams' ``CUstream`` handles as ints, for native calls."""
         self._spare: list[Any] = []
 
     # ---- the hot path -------------------------------------------------------------------
@@ -50,31 +52,6 @@ class Streams(Sequencer[Any]):
         if waits:
             self.order_before(self.handles[queue], waits)
         return queue
-
-    def inline(
-        self,
-        reads: Sequence[str],
-        writes: Sequence[str],
-        enqueue: Sequence[str],
-        *,
-        address: bool = False,
-    ) -> tuple[list[str], dict[str, object]]:
-        """``select``, then the ``enqueue`` lines (which find the stream in ``stream``: its
-        ``CUstream``, or its address as an int where ``address``), then ``commit``, as lines
-        of Python for a launch function generated per program (``Sequencer.inline``);
-        returns them and the names they use."""
-        waiting = [
-            "if waits:",
-            "    streams_wait(streams_handles[queue], waits)",
-            f"stream = streams_{'addresses' if address else 'handles'}[queue]",
-        ]
-        lines, names = super().inline(reads, writes, [*waiting, *enqueue])
-        names |= {
-            "streams_wait": self.order_before,
-            "streams_handles": self.handles,
-            "streams_addresses": [int(handle) for handle in self.handles],
-        }
-        return lines, names
 
     # ---- events -------------------------------------------------------------------------
 

@@ -1,10 +1,13 @@
 """OpenCL devices: what each can do, the device, and enumeration.
 
+A kernel is launched where ``zyx_opencl.program`` says, in its first lines: in C in the
+native ``Enqueuer`` (native.c), or in Python in ``OpenCLProgram.schedule`` and ``issue``.
+``OpenCLDevice.launch`` hands every launch to its program's ``submit``, under the lock the
+device shares with its pool.
+
 Each device gets its own context, its ``queues`` in-order queues and a scheduler over
 them (``zyx_opencl.scheduler``), a pool (``zyx_opencl.pool``) and a compiler with a disk
-cache (``zyx_opencl.compiler``). ``compile`` returns an ``OpenCLProgram``, which holds its
-launch path (``zyx_opencl.program`` says where a kernel is enqueued); ``launch`` hands a
-launch to it.
+cache (``zyx_opencl.compiler``).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from zyx.ir import Kernel
 from zyx_opencl.codegen import OpenCLDialect
 from zyx_opencl.compiler import Compiler
 from zyx_opencl.config import OpenCLSection
-from zyx_opencl.pool import OpenCLPool
+from zyx_opencl.pool import OpenCLPool, memory_capacity
 from zyx_opencl.program import OpenCLProgram
 from zyx_opencl.scheduler import Scheduler
 
@@ -57,7 +60,7 @@ def device_info(device: cl.Device) -> DeviceInfo:
         max_register_bytes=registers,
         preferred_vector_size=4 * device.preferred_vector_width_float,
         warp_size=_warp_size(device, extensions),
-        global_mem_size=device.global_mem_size,
+        global_mem_size=memory_capacity(device),
         tensor_cores="cl_intel_subgroup_matrix_multiply_accumulate" in extensions,
         compute_capability=(
             (device.compute_capability_major_nv, device.compute_capability_minor_nv)
@@ -123,6 +126,7 @@ class OpenCLDevice(Device):
         context = cl.Context([device])
         self.scheduler = Scheduler(context, device, queues, window, gate=gate)
         self.pool = OpenCLPool(self.name, context, device, self.scheduler)
+        self._lock = self.pool.lock
         self.compiler = Compiler(context, device)
         self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
 
@@ -138,34 +142,36 @@ class OpenCLDevice(Device):
         # own()'s checks, inline: a Python call is a tenth of this path's time.
         if not isinstance(program, OpenCLProgram) or program.device is not self:
             raise not_a_program(self, program)
-        program.submit(args)  # a released program's refuses
+        lock = self._lock
+        lock.acquire()  # cheaper than ``with``, which looks up two methods
+        try:
+            program.submit(args)  # a released program's refuses
+        finally:
+            lock.release()
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
-        own = self._live(program)
-        work = own.work(own.inspect(args)[2])
-        if work is None:
-            self.synchronize()
-            return 0
-        return self.scheduler.time(own, tuple(args), work)
+        own = self.own(program, OpenCLProgram)
+        with self._lock:
+            values, _, _, groups = own.inspect(args)  # a released program's refuses
+            work = own.work(groups)
+            if work is None:
+                self.scheduler.synchronize()
+                return 0
+            return self.scheduler.time(own, values, work)
 
     def release(self, program: Program) -> None:
         own = self.own(program, OpenCLProgram)
-        if own.released:
-            return
-        own.retire()
-        self.scheduler.flush()  # launches in the window still need the kernel
-        del own.kernel  # its last reference: pyopencl releases the cl_kernel
-        own.bound = None
+        with self._lock:
+            if own.released:
+                return
+            own.retire()
+            self.scheduler.flush()  # launches in the window still need the kernel
+            del own.kernel  # its last reference: pyopencl releases the cl_kernel
+            own.bound = None
 
     def synchronize(self) -> None:
-        self.scheduler.synchronize()
-
-    def _live(self, program: Program) -> OpenCLProgram:
-        """``program``, if it is an unreleased program of this device."""
-        own = self.own(program, OpenCLProgram)
-        if own.released:
-            own.refused(())
-        return own
+        with self._lock:
+            self.scheduler.synchronize()
 
 
 def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:

@@ -83,54 +83,52 @@ static PyObject *enqueue(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return PyLong_FromLong(status);
 }
 
-/* ---- Enqueuer: a program's launches, for the steady state -----------------------------
+/* ---- Enqueuer: a kernel's launches, for the steady state ------------------------------
  *
- * A launch passes through two generated Python functions of its program (program.py):
- * ``submit`` checks its arguments and appends it to the scheduler's window; ``enqueue``,
- * when the window is enqueued, does the tracker's queue choice and waits, the window's
- * gate, the kernel's arguments set where they changed, the enqueue, the record.
- * ``Enqueuer.submit`` appends here every launch whose arguments are plainly of their
- * params' kinds (live buffers of the pool, exact ints or floats), its work-groups within
- * the device's limits;
- * ``Enqueuer.enqueue`` enqueues here, with zyx's tracker.c, every launch that needs no
- * wait but the window's gate and finds the kernel holding its arguments, or only other
- * buffers. Anything else (a subclass, a released buffer, a wait on another queue, new
- * scalars) goes to the Python function, which decides afresh: nothing is changed before
+ * A launch passes through two Python methods of its program (program.py), which are the
+ * specification of these: ``schedule`` checks its arguments and appends it to the
+ * scheduler's window; ``issue``, when the window is enqueued, does the tracker's queue
+ * choice and waits, the window's gate, the kernel's arguments set where they changed, the
+ * enqueue, the record. ``Enqueuer.submit`` appends here every launch whose arguments are
+ * plainly of their params' kinds (tracker.c's ``zyx_plain``), its work-groups within the
+ * device's limits; ``Enqueuer.enqueue`` enqueues here, with tracker.c, every launch that
+ * needs no wait but the window's gate and finds the kernel holding its arguments, or only
+ * other buffers. Anything else (a subclass, a released buffer, a wait on another queue,
+ * new scalars) goes to the Python method, which decides afresh: nothing is changed before
  * that choice is made.
+ *
+ * An Enqueuer is made from two objects, read by field name: the program's
+ * ``zyx.native.LaunchLayout`` and its ``zyx_opencl.scheduler.NativeKernel``.
  */
 
 typedef struct {
     PyObject_HEAD
     ZyxTracking tracking;
-    PyObject *fallback; /* the generated Python enqueue */
+    PyObject *schedule; /* OpenCLProgram.schedule: the Python submit */
+    PyObject *issue;    /* OpenCLProgram.issue: the Python enqueue */
     PyObject *program;  /* its ``bound``: the arguments its kernel holds */
     PyObject *used;     /* list: the queues the window being enqueued used so far */
     PyObject *gate;     /* list: the window's gate, where it has one */
-    PyObject *failure;  /* failure(status) -> the exception to raise */
-    PyObject *submit;   /* the generated Python submit */
+    PyObject *failure;  /* failure(call, status) -> the exception to raise */
     PyObject *batch;    /* list: the scheduler's window */
     PyObject *flush;    /* the scheduler's flush: enqueues the window */
     PyObject *work;     /* the global work of every launch, or None where it varies or is none */
-    Py_ssize_t dim_param[3]; /* per axis: the Variable param its groups depend on, or -1 */
-    long dim[3], limit[3];   /* per axis: the groups or that param's divisor; the most groups */
-    Py_ssize_t params, window;
-    char takes_float[ZYX_MAX_PARAMS]; /* scalar params that take a float too */
-    long long low[ZYX_MAX_PARAMS], high[ZYX_MAX_PARAMS]; /* int params' plain values */
+    Py_ssize_t window;
     void *kernel;
     size_t local[3];
-    Py_ssize_t appended; /* launches appended here, not in the Python submit */
-    Py_ssize_t enqueued; /* launches enqueued here, not in the Python enqueue */
+    Py_ssize_t appended; /* launches appended here, not in schedule */
+    Py_ssize_t enqueued; /* launches enqueued here, not in issue */
 } Enqueuer;
 
-static PyObject *bound_name, *handle_name, *int_ptr_name, *enqueue_name;
+static PyObject *bound_name, *int_ptr_name, *enqueue_name;
 
 static int enqueuer_traverse(Enqueuer *self, visitproc visit, void *arg) {
-    Py_VISIT(self->fallback);
+    Py_VISIT(self->schedule);
+    Py_VISIT(self->issue);
     Py_VISIT(self->program);
     Py_VISIT(self->used);
     Py_VISIT(self->gate);
     Py_VISIT(self->failure);
-    Py_VISIT(self->submit);
     Py_VISIT(self->batch);
     Py_VISIT(self->flush);
     Py_VISIT(self->work);
@@ -138,12 +136,12 @@ static int enqueuer_traverse(Enqueuer *self, visitproc visit, void *arg) {
 }
 
 static int enqueuer_clear(Enqueuer *self) {
-    Py_CLEAR(self->fallback);
+    Py_CLEAR(self->schedule);
+    Py_CLEAR(self->issue);
     Py_CLEAR(self->program);
     Py_CLEAR(self->used);
     Py_CLEAR(self->gate);
     Py_CLEAR(self->failure);
-    Py_CLEAR(self->submit);
     Py_CLEAR(self->batch);
     Py_CLEAR(self->flush);
     Py_CLEAR(self->work);
@@ -158,120 +156,74 @@ static void enqueuer_dealloc(Enqueuer *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* The scalar params (not in ``t``'s buffer params) of ``floats``, a tuple of positions,
- * marked as taking floats too. */
-static int float_params(Enqueuer *self, PyObject *floats) {
-    memset(self->takes_float, 0, sizeof(self->takes_float));
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(floats); i++) {
-        Py_ssize_t at = PyLong_AsSsize_t(PyTuple_GET_ITEM(floats, i));
-        if (at == -1 && PyErr_Occurred())
-            return -1;
-        if (at < 0 || at >= self->params || self->tracking.is_buffer[at]) {
-            PyErr_Format(PyExc_ValueError, "Enqueuer: %zd is not a scalar param", at);
-            return -1;
-        }
-        self->takes_float[at] = 1;
-    }
+/* The launch's global work (work-groups times the local size), or NULL (no exception)
+ * where it has no work-group or too many, or an argument is unusual. */
+static PyObject *work_of(Enqueuer *self, PyObject *const *items) {
+    long groups[3];
+    if (!zyx_groups(&self->tracking, items, groups))
+        return NULL;
+    return Py_BuildValue("(nnn)", (Py_ssize_t)(groups[0] * self->local[0]),
+                         (Py_ssize_t)(groups[1] * self->local[1]),
+                         (Py_ssize_t)(groups[2] * self->local[2]));
+}
+
+/* ``work`` set once: the global work of every launch where no axis depends on an
+ * argument and there is a work-group, else None. */
+static int fixed_work(Enqueuer *self) {
+    const ZyxTracking *t = &self->tracking;
+    Py_XSETREF(self->work, Py_NewRef(Py_None));
+    if (t->dim_param[0] >= 0 || t->dim_param[1] >= 0 || t->dim_param[2] >= 0)
+        return 0;
+    PyObject *work = work_of(self, NULL);
+    if (work == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    Py_SETREF(self->work, work);
     return 0;
 }
 
-/* The plain values of the int params: ``ranges``, a tuple of (position, low, high). A
- * value outside is left to the Python submit, which refuses it. */
-static int int_ranges(Enqueuer *self, PyObject *ranges) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(ranges); i++) {
-        Py_ssize_t at;
-        long long low, high;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(ranges, i), "nLL", &at, &low, &high))
-            return -1;
-        if (at < 0 || at >= self->params || self->tracking.is_buffer[at]) {
-            PyErr_Format(PyExc_ValueError, "Enqueuer: %zd is not a scalar param", at);
-            return -1;
-        }
-        self->low[at] = low;
-        self->high[at] = high;
-    }
-    return 0;
+/* The NativeKernel's ``local`` (three sizes) and ``window`` (commands per window). */
+static int launch_shape(Enqueuer *self, PyObject *kernel) {
+    PyObject *local = zyx_field(kernel, "local");
+    int ok = local != NULL && PyArg_ParseTuple(local, "nnn", &self->local[0], &self->local[1],
+                                               &self->local[2]);
+    Py_XDECREF(local);
+    return ok ? zyx_size_field(kernel, "window", &self->window) : -1;
 }
 
-/* The work-groups per axis, from ``grid``: per axis an int, or (param, div) for
- * ceil(args[param] / div) (``SymDim``); with at most ``limits`` groups. */
-static int grid_of(Enqueuer *self, PyObject *grid, PyObject *limits) {
-    if (!PyTuple_Check(grid) || PyTuple_GET_SIZE(grid) != 3 || !PyTuple_Check(limits) ||
-        PyTuple_GET_SIZE(limits) != 3) {
-        PyErr_SetString(PyExc_ValueError, "Enqueuer: grid and limits of 3 axes");
-        return -1;
-    }
-    for (int axis = 0; axis < 3; axis++) {
-        PyObject *d = PyTuple_GET_ITEM(grid, axis);
-        self->dim_param[axis] = -1;
-        if (PyTuple_Check(d) &&
-            !PyArg_ParseTuple(d, "nl", &self->dim_param[axis], &self->dim[axis]))
-            return -1;
-        if (!PyTuple_Check(d))
-            self->dim[axis] = PyLong_AsLong(d);
-        self->limit[axis] = PyLong_AsLong(PyTuple_GET_ITEM(limits, axis));
-        if (PyErr_Occurred())
-            return -1;
-        Py_ssize_t at = self->dim_param[axis];
-        int variable = at >= 0 && at < self->params && !self->tracking.is_buffer[at];
-        if (at >= self->params || (at >= 0 && (!variable || self->dim[axis] < 1))) {
-            PyErr_SetString(PyExc_ValueError, "Enqueuer: a grid axis of no Variable param");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static int fixed_work(Enqueuer *self);
-
-/* Enqueuer(fallback, program, params, reads, writes, load, issued, reached, track,
- *          buffer_type, pool, record_type, used, gate, queues, kernel, local, failure,
- *          (submit, batch, window, flush, grid, limits, floats, ranges)) */
+/* Enqueuer(layout, kernel): a zyx.native.LaunchLayout and a NativeKernel */
 static int enqueuer_init(Enqueuer *self, PyObject *args, PyObject *kwargs) {
-    PyObject *fallback, *program, *reads, *writes, *load, *issued, *reached, *track;
-    PyObject *pool, *used, *gate;
-    PyObject *queues, *failure, *submit, *batch, *flush, *grid, *limits, *floats, *ranges;
-    PyTypeObject *buffer_type, *record_type;
-    Py_ssize_t params;
-    unsigned long long kernel;
-    if (!PyArg_ParseTuple(args, "OOnOOOOOOO!OO!O!O!O!K(nnn)O(OO!nOOOO!O!)", &fallback, &program,
-                          &params, &reads, &writes, &load, &issued, &reached, &track,
-                          &PyType_Type, &buffer_type, &pool, &PyType_Type, &record_type,
-                          &PyList_Type, &used, &PyList_Type, &gate, &PyTuple_Type, &queues,
-                          &kernel, &self->local[0], &self->local[1], &self->local[2], &failure,
-                          &submit, &PyList_Type, &batch, &self->window, &flush, &grid,
-                          &limits, &PyTuple_Type, &floats, &PyTuple_Type, &ranges))
+    PyObject *layout, *kernel;
+    if (!PyArg_ParseTuple(args, "OO", &layout, &kernel))
         return -1;
     if (enqueue_kernel == NULL || set_kernel_arg == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Enqueuer before bind");
         return -1;
     }
-    ZyxTracking *t = &self->tracking;
-    if (zyx_tracking_init(t, params, reads, writes, load, issued, reached, track, buffer_type,
-                          pool, record_type, queues))
+    PyObject **const held[] = {&self->schedule, &self->issue, &self->program, &self->used,
+                               &self->gate,     &self->failure, &self->batch, &self->flush};
+    const char *const names[] = {"schedule", "issue",   "program", "used",
+                                 "gate",     "failure", "batch",   "flush"};
+    if (zyx_tracking_init(&self->tracking, layout))
         return -1;
-    if (PyList_GET_SIZE(used) != t->queues) {
-        PyErr_SetString(PyExc_ValueError, "Enqueuer: one used flag per queue");
+    for (int i = 0; i < 8; i++)
+        if (zyx_hold_field(held[i], kernel, names[i]))
+            return -1;
+    if (zyx_address_field(kernel, "kernel", &self->kernel) || launch_shape(self, kernel))
+        return -1;
+    if (!PyList_CheckExact(self->used) || PyList_GET_SIZE(self->used) != self->tracking.queues ||
+        !PyList_CheckExact(self->gate) || !PyList_CheckExact(self->batch)) {
+        PyErr_SetString(PyExc_ValueError, "NativeKernel: used (one flag per queue), gate and "
+                                          "batch must be lists");
         return -1;
     }
-    self->params = params;
-    if (float_params(self, floats) || int_ranges(self, ranges) || grid_of(self, grid, limits))
-        return -1;
-    self->kernel = (void *)(uintptr_t)kernel;
-    PyObject **const fields[] = {&self->fallback, &self->program, &self->used,
-                                 &self->gate,     &self->failure, &self->submit,
-                                 &self->batch,    &self->flush};
-    PyObject *const values[] = {fallback, program, used, gate, failure, submit, batch, flush};
-    zyx_hold_fields(fields, values, 8);
     return fixed_work(self);
 }
 
 /* The cl_mem of a buffer argument (its handle's ``int_ptr``), or NULL. */
-static void *cl_mem_of(PyObject *buffer) {
-    PyObject *handle = PyObject_GetAttr(buffer, handle_name);
+static void *cl_mem_of(const ZyxTracking *t, PyObject *buffer) {
+    PyObject *handle = ZYX_SLOT(buffer, t->handle_at);
     PyObject *address = handle ? PyObject_GetAttr(handle, int_ptr_name) : NULL;
     void *mem = address ? PyLong_AsVoidPtr(address) : NULL;
-    Py_XDECREF(handle);
     Py_XDECREF(address);
     if (mem == NULL)
         PyErr_Clear();
@@ -282,15 +234,17 @@ static void *cl_mem_of(PyObject *buffer) {
  * buffer (its cl_mem into ``mems``, ``*changed`` set). -1 with an exception. */
 static int bindable(Enqueuer *self, PyObject *const *items, PyObject *bound, void **mems,
                     int *changed) {
-    if (!PyTuple_CheckExact(bound) || PyTuple_GET_SIZE(bound) != self->params)
+    const ZyxTracking *t = &self->tracking;
+    if (!PyTuple_CheckExact(bound) || PyTuple_GET_SIZE(bound) != t->params)
         return 0;
-    for (Py_ssize_t i = 0; i < self->params; i++) {
+    for (Py_ssize_t i = 0; i < t->params; i++) {
         int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(bound, i), items[i], Py_EQ);
         if (same < 0)
             return -1;
         if (same)
             continue;
-        if (!self->tracking.is_buffer[i] || (mems[i] = cl_mem_of(items[i])) == NULL)
+        if (!t->is_buffer[i] || !zyx_of_pool(t, items[i]) ||
+            (mems[i] = cl_mem_of(t, items[i])) == NULL)
             return 0;
         *changed = 1;
     }
@@ -308,7 +262,8 @@ static PyObject *raise_failure(Enqueuer *self, const char *call, int32_t status)
 }
 
 /* Set the buffers that changed, enqueue on ``queue`` (after ``gate``, where not NULL) and
- * record it. */
+ * record it: where a kernel is enqueued in C (program.py's docstring names the one place
+ * in Python). */
 static PyObject *enqueue_and_commit(Enqueuer *self, PyObject *args, PyObject *bound,
                                     void **mems, int changed, PyObject **bufs,
                                     PyObject **records, long queue, const size_t *global,
@@ -318,7 +273,7 @@ static PyObject *enqueue_and_commit(Enqueuer *self, PyObject *args, PyObject *bo
         /* As OpenCLProgram.bind: nothing is assumed bound until every argument is set. */
         if (PyObject_SetAttr(self->program, bound_name, Py_None))
             return NULL;
-        for (Py_ssize_t i = 0; i < self->params; i++) {
+        for (Py_ssize_t i = 0; i < self->tracking.params; i++) {
             if (PyTuple_GET_ITEM(bound, i) == items[i] || !self->tracking.is_buffer[i])
                 continue;
             int32_t status = set_kernel_arg(self->kernel, (uint32_t)i, sizeof(void *), &mems[i]);
@@ -356,27 +311,31 @@ static int gate_of(Enqueuer *self, long queue, void **gate) {
     return -1;
 }
 
+static PyObject *enqueuer_fallback(Enqueuer *self, PyObject *const *argv) {
+    return PyObject_Vectorcall(self->issue, argv, 2, NULL);
+}
+
 /* enqueue(args, work) -> queue: Launchable.enqueue of the program; raises its failure */
 static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError, "enqueue takes 2 arguments, got %zd", nargs);
         return NULL;
     }
+    ZyxTracking *t = &self->tracking;
     PyObject *args = argv[0], *work = argv[1];
-    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != self->params ||
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) != t->params ||
         !PyTuple_CheckExact(work) || PyTuple_GET_SIZE(work) != 3)
-        return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
+        return enqueuer_fallback(self, argv);
     size_t global[3];
     for (int i = 0; i < 3; i++) {
         long size = zyx_small_int(PyTuple_GET_ITEM(work, i));
         if (size < 0)
-            return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
+            return enqueuer_fallback(self, argv);
         global[i] = (size_t)size;
     }
-    ZyxTracking *t = &self->tracking;
     PyObject *bufs[ZYX_MAX_BUFFERS], *records[ZYX_MAX_BUFFERS];
     if (zyx_tracking_hold(t, PySequence_Fast_ITEMS(args), bufs, records))
-        return PyObject_Vectorcall(self->fallback, argv, 2, NULL);
+        return enqueuer_fallback(self, argv);
     long queue = zyx_tracking_choose(t, records);
     PyObject *bound = NULL, *done = NULL;
     void *mems[ZYX_MAX_PARAMS], *gate = NULL;
@@ -391,87 +350,23 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
         done = enqueue_and_commit(self, args, bound, mems, changed, bufs, records, queue,
                                   global, gate);
     else if (ready == 0)
-        done = PyObject_Vectorcall(self->fallback, argv, 2, NULL);
+        done = enqueuer_fallback(self, argv);
     Py_XDECREF(bound);
     zyx_tracking_release(t, bufs, records);
     return done;
 }
 
-/* Whether ``arg`` is plainly a value of scalar param ``i``: an exact float, or an exact int
- * a double holds, where it takes a float; else an exact int within the param's range. */
-static int plain_scalar(Enqueuer *self, Py_ssize_t i, PyObject *arg) {
-    if (self->takes_float[i] && PyFloat_CheckExact(arg))
-        return 1;
-    if (self->takes_float[i] && PyLong_CheckExact(arg)) {
-        if (PyLong_AsDouble(arg) == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return 0;
-        }
-        return 1;
-    }
-    if (!PyLong_CheckExact(arg))
-        return 0;
-    int overflow;
-    long long value = PyLong_AsLongLongAndOverflow(arg, &overflow);
-    return !overflow && value >= self->low[i] && value <= self->high[i];
-}
-
-/* Whether every argument is plainly of its param's kind: a buffer of the pool not
- * released, or a plain scalar. */
-static int plain(Enqueuer *self, PyObject *const *items) {
-    for (Py_ssize_t i = 0; i < self->params; i++) {
-        PyObject *arg = items[i];
-        if (self->tracking.is_buffer[i] ? !zyx_of_pool(&self->tracking, arg)
-                                        : !plain_scalar(self, i, arg))
-            return 0;
-    }
-    return zyx_alive(&self->tracking, items);
-}
-
-/* The launch's global work: the fixed one, else a new tuple from its arguments; NULL
- * (no exception) where it has no work-group or too many, or an argument is unusual. */
-static PyObject *work_of(Enqueuer *self, PyObject *const *items) {
-    if (self->work != Py_None)
-        return Py_NewRef(self->work);
-    size_t work[3];
-    for (int axis = 0; axis < 3; axis++) {
-        long groups = self->dim[axis];
-        if (self->dim_param[axis] >= 0) {
-            long value = zyx_small_int(items[self->dim_param[axis]]);
-            if (value < 0)
-                return NULL;
-            groups = value / self->dim[axis] + (value % self->dim[axis] != 0);
-        }
-        if (groups < 1 || groups > self->limit[axis])
-            return NULL;
-        work[axis] = (size_t)groups * self->local[axis];
-    }
-    return Py_BuildValue("(nnn)", (Py_ssize_t)work[0], (Py_ssize_t)work[1], (Py_ssize_t)work[2]);
-}
-
-/* ``work`` set once: the global work of every launch where no axis depends on an
- * argument and there is a work-group, else None. */
-static int fixed_work(Enqueuer *self) {
-    Py_XSETREF(self->work, Py_NewRef(Py_None));
-    if (self->dim_param[0] >= 0 || self->dim_param[1] >= 0 || self->dim_param[2] >= 0)
-        return 0;
-    PyObject *work = work_of(self, NULL);
-    if (work == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    Py_SETREF(self->work, work);
-    return 0;
-}
-
-/* submit(args): Device.launch of the program, its device checked: the launch appended to
- * the window as ``(program, args, work)``, the window enqueued once full */
+/* submit(args): Device.launch of the program, under its device's lock: the launch
+ * appended to the window as ``(program, args, work)``, the window enqueued once full */
 static PyObject *enqueuer_submit(Enqueuer *self, PyObject *args) {
+    const ZyxTracking *t = &self->tracking;
     if ((!PyList_CheckExact(args) && !PyTuple_CheckExact(args)) ||
-        PySequence_Fast_GET_SIZE(args) != self->params ||
-        !plain(self, PySequence_Fast_ITEMS(args)))
-        return PyObject_CallOneArg(self->submit, args);
-    PyObject *work = work_of(self, PySequence_Fast_ITEMS(args));
+        PySequence_Fast_GET_SIZE(args) != t->params || !zyx_plain(t, PySequence_Fast_ITEMS(args)))
+        return PyObject_CallOneArg(self->schedule, args);
+    PyObject *work = self->work != Py_None ? Py_NewRef(self->work)
+                                           : work_of(self, PySequence_Fast_ITEMS(args));
     if (work == NULL)
-        return PyErr_Occurred() ? NULL : PyObject_CallOneArg(self->submit, args);
+        return PyErr_Occurred() ? NULL : PyObject_CallOneArg(self->schedule, args);
     PyObject *held = PyTuple_CheckExact(args) ? Py_NewRef(args) : PyList_AsTuple(args);
     PyObject *entry = held ? PyTuple_Pack(3, self->program, held, work) : NULL;
     Py_XDECREF(held);
@@ -496,9 +391,9 @@ static PyMethodDef enqueuer_methods[] = {
 
 static PyMemberDef enqueuer_members[] = {
     {"appended", T_PYSSIZET, offsetof(Enqueuer, appended), READONLY,
-     "launches appended to the window in C (the rest went to the Python submit)"},
+     "launches appended to the window in C (the rest went to OpenCLProgram.schedule)"},
     {"enqueued", T_PYSSIZET, offsetof(Enqueuer, enqueued), READONLY,
-     "launches enqueued in C (the rest went to the Python enqueue)"},
+     "launches enqueued in C (the rest went to OpenCLProgram.issue)"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -506,7 +401,7 @@ static PyTypeObject EnqueuerType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_zyx_opencl_native.Enqueuer",
     .tp_basicsize = sizeof(Enqueuer),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A program's submit and enqueue: their steady state in C, the rest in Python.",
+    .tp_doc = "A kernel's submit and enqueue: their steady state in C, the rest in Python.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)enqueuer_init,
     .tp_dealloc = (destructor)enqueuer_dealloc,
@@ -588,10 +483,9 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_zyx_opencl_native",
 
 PyMODINIT_FUNC PyInit__zyx_opencl_native(void) {
     bound_name = PyUnicode_InternFromString("bound");
-    handle_name = PyUnicode_InternFromString("handle");
     int_ptr_name = PyUnicode_InternFromString("int_ptr");
     enqueue_name = PyUnicode_InternFromString("enqueue");
-    if (!bound_name || !handle_name || !int_ptr_name || !enqueue_name ||
+    if (!bound_name || !int_ptr_name || !enqueue_name ||
         PyType_Ready(&EnqueuerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);

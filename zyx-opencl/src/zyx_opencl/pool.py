@@ -2,14 +2,16 @@
 
 Every copy is a command of the device's scheduler, ordered against launches by the
 buffers it touches. Writes stage the caller's bytes, so the caller may reuse them at once.
-Copies from a host buffer read its memory in place and keep that buffer retained until
-the copy completed. Copies from any other pool (another OpenCL device, a file, a third
-party's) read it into a fresh host array and upload that: one staging copy in all.
+Copies from a host buffer read its memory in place and keep its array until the copy
+completed (``zyx.staging``). Copies from any other pool (another OpenCL device, a file, a
+third party's) read it into a fresh host array and upload that: one staging copy in all.
 
-Free bytes are ``CL_DEVICE_GLOBAL_MEM_SIZE`` minus the bytes of live buffers and of
-released buffers whose work is still running. Drivers may allocate lazily (PoCL does, at
-a buffer's first use): zyx's count catches oversubscription at ``allocate``, and a
-driver's own failure later surfaces at the next sync point as ``MemoryAllocation``.
+Free bytes are ``CL_DEVICE_GLOBAL_MEM_SIZE`` (on a CPU, at most what this process's memory
+limits leave: ``memory_capacity``) minus the bytes of live buffers and of released buffers
+whose work is still running. Drivers may allocate lazily (PoCL does, at a buffer's first
+use, and segfaults where the process cannot back it): zyx's count catches
+oversubscription at ``allocate``, and a driver's own failure later surfaces at the next
+sync point as ``MemoryAllocation``.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pyopencl as cl
 
 from zyx.backend import Buffer, MemoryPool
 from zyx.errors import BackendError, ErrorStatus
-from zyx.host.pool import HostPool
+from zyx.host.limits import usable_memory
+from zyx.staging import staged
 from zyx_opencl.scheduler import Action, Command, Scheduler
 
 _log = logging.getLogger("zyx.mem")
@@ -66,6 +68,14 @@ def _keep() -> None:
     pending pyopencl host-copy event would block until it completes."""
 
 
+def memory_capacity(device: cl.Device) -> int:
+    """The bytes a pool of ``device`` hands out: ``CL_DEVICE_GLOBAL_MEM_SIZE``, and on a CPU
+    no more than this process's limits leave (``zyx.host.limits.usable_memory``): PoCL
+    allocates a buffer at its first use, and segfaults where that fails."""
+    total: int = device.global_mem_size
+    return usable_memory(total) if device.type & cl.device_type.CPU else total
+
+
 class OpenCLPool(MemoryPool):
     """Buffers of one OpenCL device, in the context its ``Scheduler``'s queues share."""
 
@@ -76,7 +86,7 @@ class OpenCLPool(MemoryPool):
     ) -> None:
         self.name = name
         self.context = context
-        self.capacity: int = device.global_mem_size
+        self.capacity: int = memory_capacity(device)
         self.max_allocation: int = device.max_mem_alloc_size
         self.scheduler = scheduler
         self._used = 0
@@ -85,7 +95,8 @@ class OpenCLPool(MemoryPool):
         return self.capacity - self._used
 
     def synchronize(self) -> None:
-        self.scheduler.synchronize()
+        with self.lock:
+            self.scheduler.synchronize()
 
     def _allocate(self, nbytes: int) -> Buffer:
         if nbytes > self.max_allocation:
@@ -145,14 +156,8 @@ class OpenCLPool(MemoryPool):
                 dst=dst_buf.handle, src=src_buf.handle, byte_count=src_buf.nbytes,
             )  # fmt: skip
             self.scheduler.submit(copy)
-        elif isinstance(src_pool, HostPool):
-            src_pool.retain(src_buf)
-            release = partial(src_pool.release, src_buf)
-            self._upload(dst_buf, HostPool.array(src_buf), 0, release)
         else:
-            staging = np.empty(src_buf.nbytes, dtype=np.uint8)
-            src_pool.read(src_buf, staging)
-            self._upload(dst_buf, staging, 0, _keep)
+            self._upload(dst_buf, staged(src_pool, src_buf), 0, _keep)
 
     def _upload(self, buf: Buffer, host: Any, offset: int, done: Action) -> None:
         upload = Copy(

@@ -1,34 +1,30 @@
-"""A compiled OpenCL kernel and its launch path, generated per program.
+"""A compiled OpenCL kernel and its launch path.
 
-A launch passes through two functions of its program. ``submit`` (what ``Device.launch``
-calls) checks the arguments (``Program.specialize``) and appends ``(program, args, work)``
-to the scheduler's window. ``enqueue``, when the window is enqueued, chooses the queue and
-waits (``Scheduler.inline``), sets the kernel's arguments where they differ from the ones
-it last ran with (``bind``), enqueues the kernel without an event and records it by
-sequence number. Where zyx-opencl's native module is built, both run in C for a launch
-that repeats the shape of an earlier one (``Scheduler.enqueuer``), and the generated
-functions take the rest.
+Where a kernel is launched (``OpenCLDevice.launch`` calls ``program.submit`` under the
+device's lock): a launch is appended to the scheduler's window, and enqueued when the
+window is (``zyx_opencl.scheduler``). Both steps run
 
-Where a kernel is enqueued:
+- in C, in zyx-opencl's native ``Enqueuer`` (native.c), where the module is built:
+  ``submit`` appends a launch whose arguments are plainly of their params' kinds;
+  ``enqueue`` (``enqueue_and_commit``) enqueues one that needs no wait but the window's
+  gate, onto a kernel that holds its arguments or only other buffers; native.c's
+  ``enqueue_window`` is the window's loop;
+- in Python, in ``OpenCLProgram.schedule`` (append) and ``OpenCLProgram.issue`` (enqueue),
+  with ``Scheduler._enqueue_entries`` as the loop: every other launch, and every launch
+  where the module is not built (``ZYX_NATIVE=0``). They are the specification of the C.
 
-- ``OpenCLProgram._specialize_enqueue``: the generated ``enqueue``, through native.c's
-  ``enqueue`` (``enqueue_function()``), else pyopencl's ``enqueue_nd_range_kernel``;
-- native.c ``enqueue_and_commit``: the steady state of the native ``Enqueuer.enqueue``;
-- ``Scheduler.time``: ``launch_timed``'s one launch, through pyopencl on a profiling queue.
-
-A window's launches reach the first two from ``Scheduler._enqueue_entries``, or from its
-loop in C, native.c's ``enqueue_window``.
+``Scheduler.time`` runs ``launch_timed``'s one launch alone, through pyopencl.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyopencl as cl
 
-from zyx.backend import Arg, Program, generate
+from zyx.backend import Arg, Buffer, Program
 from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError
 from zyx.ir import Kernel, ParamKind
@@ -75,11 +71,19 @@ class OpenCLProgram(Program):
         self.fixed_work = None if self.symbolic else self._work(self.groups(()))
         """The global work of every launch; ``None`` where it depends on a ``Variable``
         (or where there is no work-group)."""
-        submit, enqueue = self._specialize_submit(), self._specialize_enqueue()
-        native = self.device.scheduler.enqueuer(self, submit, enqueue, self._failure)
-        self.submit = native.submit if native else submit
-        """``Device.launch`` of this program, its device already checked."""
-        self.enqueue = native.enqueue if native else enqueue
+        self._reads = [i for i, kind in enumerate(self.param_kinds) if kind is ParamKind.GLOBAL]
+        self._writes = [
+            i for i, kind in enumerate(self.param_kinds) if kind is ParamKind.GLOBAL_MUT
+        ]
+        self._native_enqueue = enqueue_function()
+        """zyx-opencl's native ``enqueue`` (``clEnqueueNDRangeKernel`` with plain ints and
+        no event), or ``None``: pyopencl's, whose event is dropped."""
+        scheduler = self.device.scheduler
+        self.enqueuer = scheduler.native_launcher(self, self.schedule, self.issue, self._failure)
+        """zyx-opencl's native ``Enqueuer`` of this kernel, or ``None``."""
+        self.submit = self.schedule if self.enqueuer is None else self.enqueuer.submit
+        """``Device.launch`` of this program, its device checked and its lock held."""
+        self.enqueue = self.issue if self.enqueuer is None else self.enqueuer.enqueue
         """The scheduler's ``Launchable.enqueue``."""
 
     def work(self, groups: tuple[int, int, int]) -> tuple[int, int, int] | None:
@@ -94,76 +98,44 @@ class OpenCLProgram(Program):
         (x, y, z), (lx, ly, lz) = groups, self.local_size
         return (x * lx, y * ly, z * lz)
 
-    def _specialize_submit(self) -> Callable[[Sequence[Arg]], None]:
-        """``inspect``'s checks, then the launch appended to the window as
-        ``(self, args, work)``; nothing where it has no work-group."""
-        args = "".join(f"a{i}, " for i in range(len(self.param_kinds)))
-        append, names = self.device.scheduler.appending(f"(program, ({args}), work)")
-        names["program"] = self
-        if self.fixed_work is not None:
-            names["work"] = self.fixed_work
-            body = append
-        elif self.symbolic:  # inspect checked that no count is negative
-            lx, ly, lz = self.local_size
-            body = [
-                "if g0 and g1 and g2:",
-                f"    work = (g0 * {lx}, g1 * {ly}, g2 * {lz})",
-                *(f"    {line}" for line in append),
-            ]
-        else:
-            body = []
-        submit = self.specialize(body, names, returns=False)
-        return cast("Callable[[Sequence[Arg]], None]", submit)
+    def schedule(self, args: Sequence[Arg]) -> None:
+        """``submit`` in Python: the arguments checked, then the launch appended to the
+        window as ``(self, values, work)``; nothing where it has no work-group."""
+        values, _, _, groups = self.inspect(args)
+        work = self.work(groups)
+        if work is not None:
+            self.device.scheduler.append(self, values, work)
 
-    def _specialize_enqueue(self) -> Callable[[tuple[Arg, ...], Work], int]:
-        """The scheduler's ``Launchable.enqueue``, straight-line for this program's params:
-        through zyx-opencl's native module where it is built, else through pyopencl (its
-        event dropped)."""
-        count = len(self.param_kinds)
-        scheduler, enqueue_kernel = self.device.scheduler, enqueue_function()
-        lx, ly, lz = self.local_size
-        if enqueue_kernel is not None:
-            enqueue = [
-                f"status = enqueue_kernel(queue_addresses[queue], {self.kernel.int_ptr}, "
-                f"work[0], work[1], work[2], {lx}, {ly}, {lz}, wait_list)",
-                "if status:",
-                "    raise enqueue_failure(what, status)",
-            ]
+    def issue(self, args: tuple[Arg, ...], work: Work) -> int:
+        """``enqueue`` in Python: a launch from the window enqueued on the queue the
+        scheduler places it on, after its waits, without an event, and recorded; returns
+        the queue. Where a kernel is enqueued in Python."""
+        scheduler = self.device.scheduler
+        # Buffers at the buffer params: ``schedule`` checked the arguments.
+        reads: list[Buffer] = [args[i] for i in self._reads]  # type: ignore[misc]
+        writes: list[Buffer] = [args[i] for i in self._writes]  # type: ignore[misc]
+        queue, wait_for = scheduler.place(reads, writes)
+        if self.bound != args:
+            self.bind(args)
+        if self._native_enqueue is not None:
+            waits = None if wait_for is None else tuple(event.int_ptr for event in wait_for)
+            (x, y, z), (lx, ly, lz) = work, self.local_size
+            address = scheduler.queues[queue].int_ptr
+            status = self._native_enqueue(address, self.kernel.int_ptr, x, y, z, lx, ly, lz, waits)
+            if status:
+                raise self._failure("clEnqueueNDRangeKernel", status)
         else:  # positional: keywords cost extra in pyopencl's binding
-            enqueue = [
-                "cl.enqueue_nd_range_kernel(scheduler_queues[queue], program.kernel, work, "
-                f"{self.local_size}, None, wait_list)"
-            ]
-        schedule, names = scheduler.inline(
-            self.arg_names(ParamKind.GLOBAL),
-            self.arg_names(ParamKind.GLOBAL_MUT),
-            ["if program.bound != args:", "    program.bind(args)", *enqueue],
-            native=enqueue_kernel is not None,
-        )
-        unpack = [f"{''.join(f'a{i}, ' for i in range(count))}= args"] if count else []
-        lines = [*unpack, *schedule, "return queue"]
-        enqueued = generate(
-            ["def enqueue(args, work):", *(f"    {line}" for line in lines)],
-            {
-                **names,
-                "program": self,
-                "cl": cl,
-                "enqueue_kernel": enqueue_kernel,
-                "enqueue_failure": enqueue_failure,
-                "what": f"clEnqueueNDRangeKernel({self.name})",
-                "queue_addresses": [queue.int_ptr for queue in scheduler.queues],
-                "scheduler_queues": scheduler.queues,
-            },
-            f"enqueue {self.name}",
-        )
-        return cast("Callable[[tuple[Arg, ...], Work], int]", enqueued)
+            cl_queue = scheduler.queues[queue]
+            cl.enqueue_nd_range_kernel(cl_queue, self.kernel, work, self.local_size, None, wait_for)
+        scheduler.commit(queue, reads, writes)
+        return queue
 
     def _failure(self, call: str, status: int) -> BackendError:
         return enqueue_failure(f"{call}({self.name})", status)
 
     def retire(self) -> None:
         super().retire()
-        self.submit = self.refused
+        self.submit = self.schedule  # whose inspect refuses it, where an Enqueuer would not
 
     def bind(self, args: tuple[Arg, ...]) -> None:
         """Set the kernel's arguments to ``args``. While its scalars stay the same, only the

@@ -2,32 +2,31 @@
 
 Commands (launches and copies) collect in a window that is enqueued when it holds
 ``window`` commands, or at a sync point: a read, ``launch_timed``, ``synchronize``, an
-allocation that needs memory still being freed. A launch waits there as a plain tuple, put
-there and later enqueued by code generated for its program (``inline``, ``appending``),
-or in C by the program's native ``Enqueuer`` where the launch is a plain one (``enqueuer``):
-an object and a handful of Python calls per launch cost more than the rest of its
-bookkeeping. Every other command is a ``Command``. Enqueuing a window:
+allocation that needs memory still being freed. A launch waits there as a plain tuple
+``(program, args, work)``, appended by its program's ``submit`` and enqueued by its
+``enqueue`` (``zyx_opencl.program`` says where those run: in C or in Python); an object
+and a handful of Python calls per launch cost more than the rest of its bookkeeping.
+Every other command is a ``Command``. Enqueuing a window:
 
 1. each command goes to the queue that last wrote its first input, else to the
    least-loaded queue, and its read-after-write, write-after-write and write-after-read
-   hazards against other queues become its event wait list (``zyx.streams``);
+   hazards against other queues become its event wait list (``zyx.streams``; ``place``);
 2. where the scheduler is ``gated``, the first command of each queue also waits for the
    window's gate, a user event set complete once the whole window is enqueued. A driver
    that starts each command as it is enqueued (PoCL) would otherwise wake its idle worker
-   threads once per command, and the host's enqueues cost 2-3x more (measured on PoCL,
-   two cores);
+   threads once per command, and the host's enqueues cost more (BENCHMARKS.md);
 3. every queue the window used is flushed once. A command may wait on another queue's
    event only once that queue was flushed; flushing once per window rather than once per
    command is what the window saves.
 
-Launches create no event: an event per command costs NVIDIA's OpenCL about 1.8 µs of host
-time per launch (BENCHMARKS.md). The dependency maps name points on a queue by sequence
-number instead (``seq * queues + queue``, as zyx-cuda's streams do), and an event for
-such a point is made only when something must wait for it: a marker enqueued on its queue
-(in-order, so it completes after every command before it) when another queue's command
-waits, or a released buffer's memory, or a copy's host memory. A copy's own event serves
-as such a marker too. Markers are kept per queue until seen complete, so an event lives
-only while it can still matter and is released (its last reference dropped) exactly once.
+Launches create no event: an event per command costs a driver host time per launch
+(BENCHMARKS.md). The dependency maps name points on a queue by sequence number instead
+(``seq * queues + queue``, as zyx-cuda's streams do), and an event for such a point is
+made only when something must wait for it: a marker enqueued on its queue (in-order, so it
+completes after every command before it) when another queue's command waits, or a
+released buffer's memory, or a copy's host memory. A copy's own event serves as such a
+marker too. Markers are kept per queue until seen complete, so an event lives only while
+it can still matter and is released (its last reference dropped) exactly once.
 
 A buffer released to zero waits for the window that may use it to be enqueued
 (``free_after_window``); its memory is then freed once the points of its last uses
@@ -38,32 +37,22 @@ Errors are asynchronous: an enqueue that fails inside a window, or an event that
 an error status, is kept and the first one is raised at the next sync point; the device
 stays usable after it.
 
-One scheduler serves one thread; zyx's devices are not thread-safe.
-
-Where a kernel is enqueued:
-
-- ``zyx_opencl.program``, ``OpenCLProgram._specialize_enqueue``: the generated ``enqueue``
-  (the lines of ``inline``), through native.c's ``enqueue`` or pyopencl;
-- native.c ``enqueue_and_commit``: the steady state of the native ``Enqueuer.enqueue``;
-- ``time`` here: ``launch_timed``'s one launch, through pyopencl on ``timing_queue``.
-
-A window reaches the first two from ``_enqueue_entries``, or native.c's ``enqueue_window``.
+The scheduler does not lock: its device and pool call it under their shared lock.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, cast
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pyopencl as cl
 
-from zyx.backend import Arg, Buffer
-from zyx.dtypes import DType
+from zyx.backend import Arg, Buffer, Program
 from zyx.errors import BackendError, ErrorStatus
-from zyx.ir import Dim, ParamKind, SymDim
-from zyx.native import tracked_params
-from zyx.streams import Access, Action, Sequencer
+from zyx.native import launch_layout
+from zyx.streams import Action, Sequencer
 from zyx_opencl.errors import backend_error, call_failure, event_failure
 from zyx_opencl.native import enqueuer_type, window_loop
 
@@ -97,32 +86,50 @@ class Launchable(Protocol):
     name: str
     kernel: cl.Kernel
     local_size: Work
-    param_kinds: tuple[ParamKind, ...]
-    param_dtypes: tuple[DType, ...]
-    scalar_positions: tuple[int, ...]
-    global_size: tuple[Dim, Dim, Dim]
-    """Work-groups per axis (``zyx.backend.Program``)."""
-    device: Any
-    """Its device: the ``pool`` that holds the buffers it takes, the ``info`` that limits
-    its work-groups."""
     bound: tuple[Arg, ...] | None
     """The arguments the kernel holds; ``bind`` sets them."""
 
     def bind(self, args: tuple[Arg, ...]) -> None: ...
 
     def enqueue(self, args: tuple[Arg, ...], work: Work) -> int:
-        """Enqueue a launch with its waits on the queue it chooses (the lines of
-        ``Scheduler.inline``) and record it; return the queue."""
+        """Enqueue a launch from the window with its waits on the queue it chooses
+        (``Scheduler.place``), and record it; return the queue."""
         ...
 
 
-class NativeLaunches(Protocol):
-    """A program's launch path in C (zyx-opencl's native ``Enqueuer``): ``submit`` for
+class Enqueuer(Protocol):
+    """A kernel's launch path in C (zyx-opencl's native ``Enqueuer``): ``submit`` for
     ``OpenCLProgram.submit``, ``enqueue`` for ``Launchable.enqueue``."""
+
+    appended: int
+    enqueued: int
 
     def submit(self, args: Sequence[Arg]) -> None: ...
 
     def enqueue(self, args: tuple[Arg, ...], work: Work) -> int: ...
+
+
+@dataclass(frozen=True)
+class NativeKernel:
+    """What zyx-opencl's native ``Enqueuer`` needs of a kernel besides its
+    ``zyx.native.LaunchLayout`` (native.c reads these fields by name)."""
+
+    schedule: Callable[[Sequence[Arg]], None]
+    """The program's Python submit, for every launch the C path does not append."""
+    issue: Callable[[tuple[Arg, ...], Work], int]
+    """Its Python enqueue, for every launch the C path does not enqueue."""
+    program: Any
+    """The program, whose ``bound`` says what the kernel holds (``OpenCLProgram.bind``)."""
+    failure: Callable[[str, int], BackendError]
+    """The error of a failed call (``clSetKernelArg``, ``clEnqueueNDRangeKernel``)."""
+    kernel: int
+    """The ``cl_kernel``'s address."""
+    local: Work
+    used: list[bool]
+    gate: list[cl.UserEvent]
+    batch: list[Entry]
+    window: int
+    flush: Callable[[], None]
 
 
 Entry = tuple[Launchable | None, Any, Work]
@@ -130,9 +137,6 @@ Entry = tuple[Launchable | None, Any, Work]
 for a ``Command``."""
 
 _NO_WORK: Work = (0, 0, 0)
-_LARGEST_LONG_LONG = (1 << 63) - 1
-"""The native ``Enqueuer`` reads int ranges as C ``long long``: larger u64 values are left
-to the Python submit."""
 
 
 class Scheduler(Sequencer[cl.Event]):
@@ -165,83 +169,59 @@ class Scheduler(Sequencer[cl.Event]):
 
     # ---- submitting ---------------------------------------------------------------------
 
-    def appending(self, entry: str) -> tuple[list[str], dict[str, object]]:
-        """Lines that add the launch ``entry`` (an expression, see ``Entry``) to the window
-        and enqueue the window once it is full, for a program's generated ``submit``; and
-        the names they use."""
-        lines = [
-            f"scheduler_batch.append({entry})",
-            f"if len(scheduler_batch) >= {self.window}:",
-            "    scheduler_flush()",
-        ]
-        return lines, {"scheduler_batch": self._batch, "scheduler_flush": self.flush}
+    def append(self, program: Launchable, args: tuple[Arg, ...], work: Work) -> None:
+        """Add a launch of ``program`` (its checked ``args``, its global ``work``) to the
+        window; enqueue the window once it is full."""
+        batch = self._batch
+        batch.append((program, args, work))
+        if len(batch) >= self.window:
+            self.flush()
 
-    def inline(
-        self,
-        reads: Sequence[str],
-        writes: Sequence[str],
-        enqueue: Sequence[str],
-        *,
-        native: bool = False,
-    ) -> tuple[list[str], dict[str, object]]:
-        """A launch's scheduling as lines for a program's generated ``enqueue``: its queue
-        and waits chosen (``DependencyTracker.inline``), then the ``enqueue`` lines, which
-        find the queue in ``queue`` (its index) and the wait list in ``wait_list``
-        (``None``, or event addresses where ``native``, else ``cl.Event``s) and enqueue
-        the launch without an event; then the record of it. Returns the lines and the
-        names they use."""
-        waiting = [
-            "gated = None",
-            "if not scheduler_used[queue]:",
-            "    scheduler_used[queue] = True",
-            "    gated = scheduler_gate",
-            "wait_list = scheduler_wait_list(waits, gated) if waits or gated else None",
-        ]
-        lines, names = super().inline(reads, writes, [*waiting, *enqueue])
-        names |= {
-            "scheduler_used": self._used,
-            "scheduler_gate": self._gate,
-            "scheduler_wait_list": self._addresses if native else self._events,
-        }
-        return lines, names
+    def place(
+        self, reads: Sequence[Buffer], writes: Sequence[Buffer]
+    ) -> tuple[int, list[cl.Event] | None]:
+        """The queue of a command of the window being enqueued that reads ``reads`` and
+        writes ``writes`` (in param order), and the events it must wait for: its hazards on
+        other queues, and the window's gate where it is the queue's first command."""
+        tracker = self.tracker
+        queue = tracker.choose(reads, writes)
+        waits = tracker.waits(queue, reads, writes)
+        events: list[cl.Event] = self.marks(waits) if waits else []
+        if not self._used[queue]:
+            self._used[queue] = True
+            events += self._gate
+        return queue, events or None
 
-    def enqueuer(
+    def native_launcher(
         self,
-        program: Launchable,
-        submit: Callable[[Sequence[Arg]], None],
-        enqueue: Callable[[tuple[Arg, ...], Work], int],
+        program: Program,
+        schedule: Callable[[Sequence[Arg]], None],
+        issue: Callable[[tuple[Arg, ...], Work], int],
         failure: Callable[[str, int], BackendError],
-    ) -> NativeLaunches | None:
-        """``program``'s launches through zyx-opencl's native ``Enqueuer``: its ``submit``
-        appends a launch whose arguments are plainly of their params' kinds and whose work
-        is fixed, and hands every other to ``submit`` (the generated one); its ``enqueue``
-        enqueues and records a launch that needs no wait and finds the kernel holding its
-        arguments or only other buffers, and hands every other to ``enqueue``.
-        ``failure(call, status)`` makes the error of a failed call. ``None`` without the
-        native module, or where the layout does not fit it."""
+    ) -> Enqueuer | None:
+        """zyx-opencl's native ``Enqueuer`` of ``program``, whose Python submit and enqueue
+        are ``schedule`` and ``issue`` and whose failed calls raise ``failure(call,
+        status)``; ``None`` without the native module, or where the program has more
+        params than a ``LaunchLayout`` takes."""
         native_type = enqueuer_type()
-        tracked = tracked_params(program.param_kinds)
-        if native_type is None or tracked is None:
+        layout = launch_layout(program, self, [queue.int_ptr for queue in self.queues])
+        if native_type is None or layout is None:
             return None
-        reads, writes = tracked
-        dtypes = program.param_dtypes
-        floats = tuple(i for i in program.scalar_positions if dtypes[i].is_float)
-        ranges = tuple(
-            (i, dtypes[i].int_range[0], min(dtypes[i].int_range[1], _LARGEST_LONG_LONG))
-            for i in program.scalar_positions
-            if not dtypes[i].is_float
+        kernel = NativeKernel(
+            schedule=schedule,
+            issue=issue,
+            program=program,
+            failure=failure,
+            kernel=program.kernel.int_ptr,  # type: ignore[attr-defined]
+            local=program.local_size,
+            used=self._used,
+            gate=self._gate,
+            batch=self._batch,
+            window=self.window,
+            flush=self.flush,
         )
-        grid = tuple((d.param, d.div) if isinstance(d, SymDim) else d for d in program.global_size)
-        limits = program.device.info.max_global_work_dims
-        window = (submit, self._batch, self.window, self.flush)
-        native = native_type(
-            enqueue, program, len(program.param_kinds), reads, writes, self.tracker.load,
-            self.issued, self.reached, self.tracker.track, Buffer, program.device.pool, Access,
-            self._used, self._gate, tuple(queue.int_ptr for queue in self.queues),
-            program.kernel.int_ptr, program.local_size, failure,
-            (*window, grid, limits, floats, ranges),
-        )  # fmt: skip
-        return cast(NativeLaunches, native)
+        enqueuer: Enqueuer = native_type(layout, kernel)
+        return enqueuer
 
     def submit(self, command: Command) -> None:
         """Add ``command`` to the window; enqueue the window once it is full."""
@@ -255,7 +235,7 @@ class Scheduler(Sequencer[cl.Event]):
         uses complete, and free what is done."""
         batch = self._batch
         if batch:
-            # The list stays: programs' generated code appends to it.
+            # The list stays: native Enqueuers append to it.
             entries = batch.copy()
             batch.clear()
             self._enqueue_batch(entries)
@@ -386,16 +366,10 @@ class Scheduler(Sequencer[cl.Event]):
     def _enqueue(self, command: Command, *, raising: bool) -> int:
         """Enqueue ``command`` with its waits on its queue; return the queue, or -1 where the
         enqueue failed (the error is kept, or raised when ``raising``)."""
-        tracker = self.tracker
         reads, writes = command.reads, command.writes
-        queue = tracker.choose(reads, writes)
-        waits = tracker.waits(queue, reads, writes)
-        gated = None
-        if not self._used[queue]:  # as Scheduler.inline's lines do
-            self._used[queue] = True
-            gated = self._gate
+        queue, wait_for = self.place(reads, writes)
         try:
-            event = command.enqueue(self.queues[queue], self._events(waits, gated))
+            event = command.enqueue(self.queues[queue], wait_for)
         except Exception as error:
             if command.done is not None:
                 command.done()
@@ -409,23 +383,6 @@ class Scheduler(Sequencer[cl.Event]):
         if command.done is not None:
             self.after((seq * self.count + queue,), command.done)
         return queue
-
-    def _events(
-        self, waits: list[int] | None, gated: list[cl.UserEvent] | None
-    ) -> list[cl.Event] | None:
-        """A command's wait list: a mark for the latest point of each other queue in
-        ``waits`` (tokens), and the gate."""
-        events: list[cl.Event] = self.marks(waits) if waits else []
-        if gated:
-            events += gated
-        return events or None
-
-    def _addresses(
-        self, waits: list[int] | None, gated: list[cl.UserEvent] | None
-    ) -> tuple[int, ...] | None:
-        """``_events`` as the ``cl_event`` addresses the native enqueue takes."""
-        events = self._events(waits, gated)
-        return tuple(event.int_ptr for event in events) if events else None
 
     def _free_after_uses(self, buf: Buffer, free: Action) -> None:
         self.after(self.tracker.forget(buf).values(), free)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any, cast
@@ -28,6 +29,7 @@ from zyx.backend import (
 )
 from zyx.dtypes import DType, DTypeCapability, round_to
 from zyx.errors import BackendError, ErrorStatus, IRError
+from zyx.host import dlpack
 from zyx.host.codegen import HostDialect
 from zyx.host.compiler import HostCompiler, KernelFunction, Toolchain, find_compiler, toolchain
 from zyx.host.cpu import cpu_info
@@ -35,6 +37,7 @@ from zyx.host.limits import private_budget
 from zyx.host.pool import HostPool
 from zyx.ir.interpreter import interpret
 from zyx.ir.ops import Kernel
+from zyx.staging import HostBytes
 
 log = logging.getLogger("zyx.dev")
 launch_log = logging.getLogger("zyx.launch")
@@ -91,11 +94,17 @@ class HostDevice(Device):
         return CompiledProgram(self, kernel, library, function)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
+        """Run ``program`` on ``args`` and return when it finished: where a host kernel is
+        launched. The pool's lock is held only while the arguments are checked and their
+        memory taken: the run holds that memory, so a release during it frees nothing the
+        kernel uses, and other threads' launches and copies go on meanwhile."""
         program = self.own(program, HostProgram)
-        program.check_args(args)
+        with self.pool.lock:
+            values, _, _, groups = program.inspect(args)
+            memory = [values[i].handle for i in program.buffer_positions]  # type: ignore[union-attr]
         if launch_log.isEnabledFor(logging.DEBUG):
-            launch_log.debug("host: launch %s groups=%s", program.name, program.groups(args))
-        program.run(args, self.threads or 0)
+            launch_log.debug("host: launch %s groups=%s", program.name, groups)
+        program.run(values, memory, self.threads or 0)
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
         start = time.perf_counter_ns()
@@ -104,17 +113,37 @@ class HostDevice(Device):
 
     def release(self, program: Program) -> None:
         own = self.own(program, HostProgram)
-        own.retire()
+        with self.pool.lock:
+            own.retire()
         own.release()
 
     def synchronize(self) -> None:
         """Nothing is ever pending: launches are synchronous."""
 
+    def dlpack_device(self) -> tuple[int, int]:
+        return dlpack.CPU
+
+    def dlpack_export(
+        self,
+        buf: Buffer,
+        dtype: DType,
+        shape: tuple[int, ...],
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+    ) -> Any:
+        return dlpack.export(self.pool, buf, dtype, shape, stream, max_version)
+
+    def dlpack_import(self, producer: Any) -> tuple[Buffer, DType, tuple[int, ...]]:
+        return dlpack.adopt(self.pool, producer)
+
 
 class HostProgram(Program):
     """A kernel ready to run on the host device."""
 
-    def run(self, args: Sequence[Arg], threads: int) -> None:
+    def run(self, values: Sequence[Arg], memory: Sequence[HostBytes], threads: int) -> None:
+        """Run on checked ``values`` (``inspect``), whose buffers' memory is ``memory``, in
+        buffer param order. Returns when the kernel finished."""
         raise NotImplementedError
 
     def release(self) -> None:
@@ -125,7 +154,8 @@ class CompiledProgram(HostProgram):
     """A kernel compiled to a shared library.
 
     The pointer array the C function takes is built once; a launch only rewrites the
-    entries whose argument changed since the last launch.
+    entries whose argument changed since the last launch. One launch of it runs at a time
+    (``_running``): the array is the program's.
     """
 
     def __init__(
@@ -135,6 +165,7 @@ class CompiledProgram(HostProgram):
         self._library: ctypes.CDLL | None = library
         self._function: KernelFunction | None = function
         count = len(kernel.params)
+        self._running = threading.Lock()
         self._argv = (ctypes.c_void_p * count)()
         self._bound: list[object] = [None] * count
         self._scalars: list[tuple[int, ctypes._SimpleCData[Any], DType | None]] = []
@@ -147,29 +178,29 @@ class CompiledProgram(HostProgram):
             rounded = dtype if dtype in (DType.F16, DType.BF16) else None
             self._scalars.append((i, scalar, rounded))
 
-    def run(self, args: Sequence[Arg], threads: int) -> None:
-        if self._function is None:
-            raise BackendError(ErrorStatus.KERNEL_LAUNCH, f"{self.name} was released")
-        argv, bound = self._argv, self._bound
-        for i in self.buffer_positions:
-            buf = args[i]
-            # `bound` holds the Buffer itself, so an identical one is the same live buffer
-            # (check_args refused dead ones) whose memory has not moved.
-            if buf is not bound[i]:
-                assert isinstance(buf, Buffer)
-                argv[i] = HostPool.array(buf).ctypes.data
-                bound[i] = buf
-        for i, scalar, rounded in self._scalars:
-            value = args[i]
-            # f16 rounded once, from the Python float (bf16 through float32, as the IR
-            # defines it): converting to float first would round f16 twice.
-            scalar.value = value if rounded is None else round_to(cast(float, value), rounded)
-        self._function(argv, threads)
+    def run(self, values: Sequence[Arg], memory: Sequence[HostBytes], threads: int) -> None:
+        with self._running:
+            if self._function is None:
+                raise BackendError(ErrorStatus.KERNEL_LAUNCH, f"{self.name} was released")
+            argv, bound = self._argv, self._bound
+            for i, array in zip(self.buffer_positions, memory):
+                # `bound` holds the Buffer itself, so an identical one is the same buffer,
+                # live when checked, whose memory has not moved.
+                if values[i] is not bound[i]:
+                    argv[i] = array.ctypes.data
+                    bound[i] = values[i]
+            for i, scalar, rounded in self._scalars:
+                value = values[i]
+                # f16 rounded once, from the Python float (bf16 through float32, as the IR
+                # defines it): converting to float first would round f16 twice.
+                scalar.value = value if rounded is None else round_to(cast(float, value), rounded)
+            self._function(argv, threads)
 
     def release(self) -> None:
-        self._function = None
-        self._library = None
-        self._bound = [None] * len(self._bound)
+        with self._running:  # after the run in flight, if any
+            self._function = None
+            self._library = None
+            self._bound = [None] * len(self._bound)
 
 
 class InterpretedProgram(HostProgram):
@@ -179,19 +210,17 @@ class InterpretedProgram(HostProgram):
         super().__init__(device, kernel)
         self.kernel = kernel
 
-    def run(self, args: Sequence[Arg], threads: int) -> None:
-        values = [
-            _typed_view(arg, dtype) if isinstance(arg, Buffer) else arg
-            for arg, dtype in zip(args, self.param_dtypes)
-        ]
+    def run(self, values: Sequence[Arg], memory: Sequence[HostBytes], threads: int) -> None:
+        typed: list[Any] = list(values)
+        for i, raw in zip(self.buffer_positions, memory):
+            typed[i] = _typed_view(raw, self.param_dtypes[i])
         try:
-            interpret(self.kernel, values)
+            interpret(self.kernel, typed)
         except IRError as error:
             raise BackendError(ErrorStatus.KERNEL_LAUNCH, str(error)) from error
 
 
-def _typed_view(buf: Buffer, dtype: DType) -> np.ndarray[Any, Any]:
-    raw = HostPool.array(buf)
+def _typed_view(raw: HostBytes, dtype: DType) -> np.ndarray[Any, Any]:
     whole = len(raw) - len(raw) % dtype.itemsize
     return raw[:whole].view(dtype.numpy)
 

@@ -1,26 +1,31 @@
 """The host memory pool: buffers are numpy byte arrays.
 
-Buffers are 64-byte aligned, so kernels compiled for the host may use aligned vector
-loads, and zero-filled (``calloc``: pages are committed only when first touched).
+Buffers it allocates are 64-byte aligned, so kernels compiled for the host may use aligned
+vector loads (a buffer over imported memory, ``adopt``, is only as aligned as that), and
+zero-filled (``calloc``: pages are committed only when first touched).
 
 The pool keeps an exact count of the bytes it handed out against a capacity, physical RAM
 by default: an allocation over it raises ``MemoryAllocation`` instead of letting the
 operating system kill the process, and leaves the pool usable. Memory returns to the
-allocator when the last reference to its array goes; a host device that runs work
-asynchronously holds the array (``HostPool.array``) until that work is done, so a
-``release`` during it cannot free memory that is still in use.
+allocator when the last reference to its array goes; work that runs after its call
+returned (a host launch in another thread, another pool's copy) holds the array
+(``zyx.staging``) until it is done, so a ``release`` during it cannot free memory that is
+still in use.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+import weakref
 
 import numpy as np
+import numpy.typing as npt
 
 from zyx.backend import Buffer, MemoryPool
 from zyx.errors import BackendError, ErrorStatus
+from zyx.host.limits import usable_memory
+from zyx.staging import HostMemory
 
 ALIGNMENT = 64
 """Byte alignment of every buffer: a cache line, and AVX-512's vector width."""
@@ -35,29 +40,21 @@ def physical_memory() -> int:
         return sys.maxsize
 
 
-class HostPool(MemoryPool):
-    """Memory of the host, numpy-backed. ``capacity`` (bytes) defaults to physical RAM."""
+class HostPool(HostMemory):
+    """Memory of the host, numpy-backed. ``capacity`` (bytes) defaults to physical RAM, or
+    less where the process's limits leave less (``zyx.host.limits.usable_memory``)."""
 
     name = "host"
     exact_free_bytes = True
 
     def __init__(self, capacity: int | None = None) -> None:
-        self.capacity = physical_memory() if capacity is None else capacity
+        self.capacity = usable_memory(physical_memory()) if capacity is None else capacity
         self._used = 0
+        self._adopted: weakref.WeakSet[Buffer] = weakref.WeakSet()
+        """Buffers over memory the pool does not own (``adopt``): not counted in ``_used``."""
 
     def free_bytes(self) -> int:
         return self.capacity - self._used
-
-    @staticmethod
-    def array(buf: Buffer) -> np.ndarray[Any, np.dtype[np.uint8]]:
-        """The bytes of a live host buffer as a writable ``uint8`` array (no copy), so other
-        pools and the host device can use host memory without staging."""
-        if not isinstance(buf.pool, HostPool) or buf.refcount <= 0:
-            raise BackendError(
-                ErrorStatus.INCORRECT_KERNEL_ARG, f"{buf!r} is not a live host buffer"
-            )
-        array: np.ndarray[Any, np.dtype[np.uint8]] = buf.handle
-        return array
 
     def _allocate(self, nbytes: int) -> Buffer:
         if nbytes > self.free_bytes():
@@ -75,8 +72,27 @@ class HostPool(MemoryPool):
         self._used += nbytes
         return Buffer(self, nbytes, raw[start : start + nbytes])
 
+    def adopt(self, memory: npt.NDArray[np.uint8]) -> Buffer:
+        """A buffer over host memory this pool does not own (an imported array's bytes: a
+        C-contiguous 1-D ``uint8`` array), no copy. The buffer holds ``memory``, and so
+        whatever owns it, until it is freed. It does not count against ``capacity``, it is
+        only as aligned as ``memory`` is, and it is read-only where ``memory`` is."""
+        plain = isinstance(memory, np.ndarray) and memory.dtype == np.uint8 and memory.ndim == 1
+        if not plain or not memory.flags.c_contiguous or memory.nbytes == 0:
+            raise BackendError(
+                ErrorStatus.INCORRECT_KERNEL_ARG,
+                f"host: adopt takes a non-empty, contiguous 1-D uint8 array, got {memory!r:.80}",
+            )
+        buf = Buffer(self, memory.nbytes, memory)
+        with self.lock:
+            self._adopted.add(buf)
+        return buf
+
     def _free(self, buf: Buffer) -> None:
-        self._used -= buf.nbytes
+        if buf in self._adopted:
+            self._adopted.discard(buf)
+        else:
+            self._used -= buf.nbytes
         buf.handle = None
 
     def _write(self, buf: Buffer, view: memoryview, offset: int) -> None:
