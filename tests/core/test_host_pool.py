@@ -13,6 +13,7 @@ import pytest
 
 from zyx.backend import Buffer
 from zyx.errors import BackendError, ErrorStatus
+from zyx.host.limits import usable_memory
 from zyx.host.pool import ALIGNMENT, HostPool, physical_memory
 
 
@@ -23,9 +24,10 @@ def raises(status: ErrorStatus) -> Iterator[pytest.ExceptionInfo[BackendError]]:
     assert caught.value.status is status, caught.value
 
 
-def test_capacity_defaults_to_physical_memory() -> None:
-    assert HostPool().capacity == physical_memory() > 0
-    assert HostPool().free_bytes() == physical_memory()
+def test_capacity_defaults_to_the_physical_memory_the_process_may_use() -> None:
+    usable = usable_memory(physical_memory())
+    assert HostPool().capacity == usable > 0
+    assert HostPool().free_bytes() == usable
 
 
 def test_ten_thousand_cycles_keep_free_bytes_exact() -> None:

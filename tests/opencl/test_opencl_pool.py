@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +30,39 @@ def test_one_allocation_over_max_mem_alloc_size_is_refused(device: OpenCLDevice)
     assert caught.value.status is ErrorStatus.MEMORY_ALLOCATION
     assert "CL_DEVICE_MAX_MEM_ALLOC_SIZE" in caught.value.context
     assert pool.free_bytes() == free
+
+
+def test_under_rlimit_as_a_cpu_device_refuses_what_the_process_cannot_back() -> None:
+    """PoCL allocates a buffer at its first use and segfaulted where malloc failed under
+    ulimit -v: zyx's capacity for a CPU device now stops short of the process's limit."""
+    code = """
+import resource, sys
+import numpy as np
+resource.setrlimit(resource.RLIMIT_AS, (2500 << 20, 2500 << 20))
+import zyx
+from zyx.errors import BackendError
+device = zyx.device("opencl")
+if not device.cl_device.type & 2:  # CL_DEVICE_TYPE_CPU
+    sys.exit(3)
+pool, buffers = device.pool, []
+try:
+    for _ in range(8):
+        buffers.append(pool.allocate(min(1 << 30, pool.max_allocation)))
+        pool.write(buffers[-1], np.ones(16, np.uint8), buffers[-1].nbytes - 16)
+        pool.read(buffers[-1], np.empty(16, np.uint8), buffers[-1].nbytes - 16)
+except BackendError as error:
+    print(error.status.value)
+for buf in buffers:
+    pool.release(buf)
+small = pool.allocate(1024)
+pool.write(small, np.ones(1024, np.uint8))
+print("usable")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if done.returncode == 3:
+        pytest.skip("the first OpenCL device is not a CPU")
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    assert done.stdout.split() == ["MemoryAllocation", "usable"]
 
 
 def test_allocations_past_the_capacity_are_refused_and_the_pool_stays_usable(
