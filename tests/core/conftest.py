@@ -87,3 +87,20 @@ def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> PluginVenv:
     home = base / "home"
     home.mkdir()
     return PluginVenv(python, home)
+
+
+def _installed_devices() -> list[Any]:
+    """The names of every device zyx finds here (host, and PoCL, CUDA where installed), each
+    marked by its backend: a nox session runs one backend's half with ``-m opencl``."""
+    import zyx
+
+    marks = {"opencl": [pytest.mark.opencl], "cuda": [pytest.mark.cuda, pytest.mark.gpu]}
+    return [pytest.param(d.name, marks=marks.get(d.backend, [])) for d in zyx.devices()]
+
+
+@pytest.fixture(params=_installed_devices())
+def array_device(request: pytest.FixtureRequest) -> Any:
+    """Each installed device in turn: the front end's tests run on all of them."""
+    import zyx
+
+    return zyx.device(request.param)

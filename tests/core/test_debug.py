@@ -9,13 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from zyx import log
+from zyx import debug
 
 
 @pytest.fixture(autouse=True)
 def restore_loggers() -> Iterator[None]:
     yield
-    for name in log.CHANNELS.values():
+    for name in debug.CHANNELS.values():
         logger = logging.getLogger(name)
         logger.setLevel(logging.NOTSET)
         for handler in list(logger.handlers):
@@ -23,27 +23,27 @@ def restore_loggers() -> Iterator[None]:
 
 
 def test_each_bit_is_one_channel() -> None:
-    assert log.channels(1 | 32) == ["zyx.dev", "zyx.launch"]
-    assert log.channels(511) == list(log.CHANNELS.values())
-    assert log.channels(2) == []  # zyx has no channel 2 here
+    assert debug.channels(1 | 32) == ["zyx.dev", "zyx.launch"]
+    assert debug.channels(511) == list(debug.CHANNELS.values())
+    assert debug.channels(2) == []  # zyx has no channel 2 here
 
 
 def test_setup_turns_named_channels_to_debug_with_one_stderr_handler() -> None:
-    assert log.setup({"ZYX_DEBUG": "0x48"}) == ["zyx.ir", "zyx.mem"]
-    log.setup({"ZYX_DEBUG": "72"})
+    assert debug.setup({"ZYX_DEBUG": "0x48"}) == ["zyx.ir", "zyx.mem"]
+    debug.setup({"ZYX_DEBUG": "72"})
     ir = logging.getLogger("zyx.ir")
     assert ir.level == logging.DEBUG and len(ir.handlers) == 1
     assert logging.getLogger("zyx.dev").level == logging.NOTSET
 
 
 def test_without_zyx_debug_nothing_is_attached() -> None:
-    assert log.setup({}) == []
-    assert all(not logging.getLogger(name).handlers for name in log.CHANNELS.values())
+    assert debug.setup({}) == []
+    assert all(not logging.getLogger(name).handlers for name in debug.CHANNELS.values())
 
 
 def test_a_bad_mask_warns_and_turns_nothing_on() -> None:
     with pytest.warns(UserWarning, match="ZYX_DEBUG='lots' is not an integer"):
-        assert log.setup({"ZYX_DEBUG": "lots"}) == []
+        assert debug.setup({"ZYX_DEBUG": "lots"}) == []
 
 
 CODE = "import zyx; zyx.devices(); import logging; logging.getLogger('zyx.dev').warning('w')"

@@ -9,7 +9,7 @@ touched.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from zyx import log
+from zyx import debug
 from zyx.errors import (
     BackendError,
     ConfigError,
@@ -47,7 +47,9 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
-    if module is None and not name.startswith("__"):
+    # Tools probe many dunders (__path__, __wrapped__, ...): only the standard's one imports
+    # the namespace.
+    if module is None and (not name.startswith("__") or name == "__array_namespace_info__"):
         array = importlib.import_module("zyx.array")
         if name in array.__all__:
             module = "zyx.array"
@@ -64,4 +66,4 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY) | set(names))
 
 
-log.setup()
+debug.setup()
