@@ -1,12 +1,12 @@
 """Random, valid IR kernels for differential fuzzing (``fuzz.py``).
 
-A kernel mixes every dtype, op and cast, with edge constants (MIN, MAX, NaN, inf,
-subnormals), Variables, 1-3-D ranges, Ifs, Loops with uniform and per-item trip counts,
-register arrays, local memory with barriers (also inside Loops and Ifs), tree reductions
-and data-dependent loads, and stores to up to three outputs. It never relies on what the
-IR leaves undefined (docs/writing-a-backend.md): shift counts are masked into range,
-floats are clamped before a cast to an integer, and a Barrier is only emitted where every
-work-item of the group reaches it.
+A kernel mixes every dtype, op, select (``where``) and cast, with edge constants (MIN,
+MAX, NaN, inf, subnormals), Variables, 1-3-D ranges, Ifs, Loops with uniform and per-item
+trip counts, register arrays, local memory with barriers (also inside Loops and Ifs), tree
+reductions and data-dependent loads, and stores to up to three outputs. It never relies on
+what the IR leaves undefined (docs/writing-a-backend.md): shift counts are masked into
+range, floats are clamped before a cast to an integer, copysign never takes its sign from
+a NaN, and a Barrier is only emitted where every work-item of the group reaches it.
 
 Each value carries a *taint*, how exactly a backend must reproduce it: ``EXACT``
 (integer and bool arithmetic, copies), ``IEEE`` (correctly rounded float ops) or
@@ -42,11 +42,9 @@ PAST_END = 5
 T = TypeVar("T")
 
 ALL = list(DType)
-FLOAT_UNARY = [
-    UOp.NEG, UOp.ABS, UOp.FLOOR, UOp.TRUNC, UOp.SQRT, UOp.RECIPROCAL,
-    UOp.EXP, UOp.EXP2, UOp.LN, UOp.LOG2, UOp.SIN, UOp.COS,
-]  # fmt: skip
-ARITH = [BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.MAX]
+FLOAT_UNARY = [op for op in UOp if op is not UOp.BITNOT]
+ARITH = [BOp.ADD, BOp.SUB, BOp.MUL, BOp.DIV, BOp.MOD, BOp.MAX, BOp.MIN]
+FLOAT_BINARY = [BOp.POW, BOp.ATAN2, BOp.HYPOT, BOp.COPYSIGN, BOp.NEXTAFTER]
 CMP = [BOp.CMPLT, BOp.CMPGT, BOp.CMPGE, BOp.NOTEQ, BOp.EQ]
 BITS = [BOp.BITXOR, BOp.BITOR, BOp.BITAND]
 SHIFTS = [BOp.SHL, BOp.SHR]
@@ -258,6 +256,8 @@ class Gen:
             return self.unary(self.expr(depth + 1))
         if r < 0.45:
             return self.convert(self.expr(depth + 1), self.pick(ALL))
+        if r < 0.52:
+            return self.select(depth)
         return self.binary(self.expr(depth + 1), depth)
 
     def unary(self, x: V) -> V:
@@ -274,16 +274,32 @@ class Gen:
         if d is DType.BOOL:
             ops = ARITH + CMP + BITS + SHIFTS + [BOp.OR, BOp.AND]
         elif d.is_float:
-            ops = ARITH + CMP + [BOp.POW]
+            ops = ARITH + CMP + FLOAT_BINARY
         else:
             ops = ARITH + CMP + BITS + SHIFTS
         op = self.pick(ops)
         if op in SHIFTS and d is not DType.BOOL:  # a count of the width or more is undefined
             b = V(kb.binary(BOp.BITAND, b.v, kb.const(8 * d.itemsize - 1, d)), b.taint)
+        if op is BOp.COPYSIGN:
+            # The sign of a NaN that arithmetic made is the hardware's (x86's is negative,
+            # NVIDIA's positive), and copysign reads it: a NaN sign becomes 1's.
+            b = V(kb.where(b.v.eq(b.v), b.v, 1.0), b.taint)
         taint = max(a.taint, b.taint)
         if d.is_float:
             taint = max(taint, float_taint(op, d))
         return self.val(kb.binary(op, a.v, b.v), taint)
+
+    def select(self, depth: int) -> V:
+        """``cond ? a : b``. Both are computed: a NaN or an inf in the one not chosen still
+        counts as computed (``watch``)."""
+        c = self.cond()
+        a = self.expr(depth + 1)
+        b = (
+            self.any_value(a.dtype)
+            if self.chance(0.5)
+            else self.convert(self.expr(depth + 1), a.dtype)
+        )
+        return self.val(self.kb.where(c.v, a.v, b.v), max(c.taint, a.taint, b.taint))
 
     def cond(self) -> V:
         x = self.expr(1)
@@ -370,9 +386,9 @@ class Gen:
             if d is DType.BOOL:
                 op = self.pick([BOp.OR, BOp.AND, BOp.BITXOR, BOp.ADD])
             elif d.is_float:
-                op = self.pick([BOp.ADD, BOp.MUL, BOp.MAX, BOp.SUB])
+                op = self.pick([BOp.ADD, BOp.MUL, BOp.MAX, BOp.MIN, BOp.SUB])
             else:
-                op = self.pick([BOp.ADD, BOp.MUL, BOp.MAX, BOp.BITXOR, BOp.SUB])
+                op = self.pick([BOp.ADD, BOp.MUL, BOp.MAX, BOp.MIN, BOp.BITXOR, BOp.SUB])
             acc[0] = self.val(kb.binary(op, cur.v, x.v), EXACT).v
             taint = max(taint, x.taint, IEEE if d.is_float else EXACT)
         self.scopes.pop()
@@ -403,7 +419,7 @@ class Gen:
     def tree_reduce(self, loc: Value, x: V) -> None:
         """Reduce ``loc`` into ``loc[0]`` in log2(lsize) levels, a barrier after each."""
         kb, d = self.kb, loc.dtype
-        op = self.pick([BOp.ADD, BOp.MAX] + ([BOp.BITXOR] if d.is_int else []))
+        op = self.pick([BOp.ADD, BOp.MAX, BOp.MIN] + ([BOp.BITXOR] if d.is_int else []))
         with kb.loop(int(math.log2(self.lsize))) as level:
             stride = kb.const(self.lsize // 2, INDEX) >> level
             with kb.if_(self.lid < stride):
