@@ -14,6 +14,8 @@ from zyx.array import (
     linalg,
     manipulation,
     searching,
+    sets,
+    sorting,
     statistical,
 )
 from zyx.array.constants import *  # noqa: F403
@@ -25,12 +27,14 @@ from zyx.array.info import *  # noqa: F403
 from zyx.array.linalg import *  # noqa: F403
 from zyx.array.manipulation import *  # noqa: F403
 from zyx.array.searching import *  # noqa: F403
+from zyx.array.sets import *  # noqa: F403
+from zyx.array.sorting import *  # noqa: F403
 from zyx.array.statistical import *  # noqa: F403
 from zyx.tensor import Tensor
 
 CATEGORIES = (
     constants, creation, dtypes, elementwise, indexing, info, linalg, manipulation,
-    searching, statistical,
+    searching, sets, sorting, statistical,
 )  # fmt: skip
 
 __all__ = ["Tensor", *(name for module in CATEGORIES for name in module.__all__)]
