@@ -51,7 +51,7 @@ def test_numpy_and_asarray_on_every_device(array_device: Any) -> None:
 def test_dlpack_to_numpy_on_every_device(array_device: Any) -> None:
     values = np.arange(12, dtype=np.int32).reshape(3, 4)
     x = zyx.asarray(values, device=array_device)
-    back = np.from_dlpack(x[:, ::-1])
+    back = np.from_dlpack(x[:, ::-1], device="cpu")  # a CUDA array's capsule is on CUDA
     np.testing.assert_array_equal(back, values[:, ::-1])
     shares = array_device.dlpack_device() is not None
     assert x.__dlpack_device__() == (array_device.dlpack_device() if shares else CPU)
@@ -283,3 +283,92 @@ def test_torch_cpu_dtypes(dtype: str) -> None:
     assert x.dtype == getattr(zyx, dtype)
     np.testing.assert_array_equal(x.numpy(), values)
     np.testing.assert_array_equal(torch.from_dlpack(x).numpy(), values)
+
+
+# ---- CUDA with torch and cupy (on the GPU machine; skipped elsewhere) ----------------------
+
+
+@pytest.fixture
+def cuda() -> Any:
+    try:
+        return zyx.device("cuda")
+    except zyx.ZyxError as error:
+        pytest.skip(f"no zyx CUDA device: {error}")
+
+
+def cuda_pointer(x: zyx.Tensor) -> int:
+    x.realize()
+    assert x.node.buffer is not None
+    return int(x.node.buffer.handle)
+
+
+@pytest.mark.cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+def test_cuda_export_without_copy(cuda: Any, library: str) -> None:
+    lib = pytest.importorskip(library)
+    values = np.random.default_rng(3).standard_normal((64, 33)).astype(np.float32)
+    x = zyx.asarray(values, device=cuda) * 2  # realized by the export: the consumer waits
+    assert x.__dlpack_device__() == (2, cuda.index)
+    out = lib.from_dlpack(x)
+    pointer = out.data_ptr() if library == "torch" else out.data.ptr
+    assert pointer == cuda_pointer(x)
+    expected = values * 2
+    del x
+    gc.collect()
+    others = [zyx.asarray(np.zeros_like(values), device=cuda) + 1 for _ in range(4)]
+    zyx.realize(*others)  # the allocator's cache must not reuse the exported buffer
+    host_copy = out.cpu().numpy() if library == "torch" else lib.asnumpy(out)
+    np.testing.assert_array_equal(host_copy, expected)
+
+
+@pytest.mark.cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("library", ["torch", "cupy"])
+def test_cuda_import_without_copy(cuda: Any, library: str) -> None:
+    lib = pytest.importorskip(library)
+    if library == "torch":
+        source = lib.arange(1 << 20, dtype=lib.float32, device="cuda") * 3
+        pointer, used = source.data_ptr(), lib.cuda.memory_allocated
+    else:
+        source = lib.arange(1 << 20, dtype=lib.float32) * 3
+        pointer, used = source.data.ptr, lib.get_default_memory_pool().used_bytes
+    x = zyx.from_dlpack(source)
+    assert x.device is cuda and cuda_pointer(x) == pointer
+    held = used()
+    del source
+    gc.collect()
+    assert used() == held, "the import must keep its producer's memory"
+    expected = np.arange(1 << 20, dtype=np.float32) * 3 + 1
+    np.testing.assert_array_equal((x + 1).numpy(), expected)
+    del x
+    gc.collect()
+    cuda.synchronize()
+    gc.collect()
+    assert used() < held, "a freed import must give its producer's memory back"
+
+
+@pytest.mark.cuda
+@pytest.mark.gpu
+def test_cuda_to_other_devices_by_copy(cuda: Any) -> None:
+    torch = pytest.importorskip("torch")
+    source = torch.arange(12, dtype=torch.int32, device="cuda").reshape(3, 4)
+    on_host = zyx.from_dlpack(source, device=host())
+    np.testing.assert_array_equal(on_host.numpy(), np.arange(12).reshape(3, 4))
+    with pytest.raises(BufferError, match="only by a copy"):
+        zyx.from_dlpack(source, device=host(), copy=False)
+    x = zyx.asarray(np.arange(5, dtype=np.float64), device=cuda)
+    np.testing.assert_array_equal(np.from_dlpack(x, device="cpu"), np.arange(5))
+    with pytest.raises(BufferError, match="only by a copy"):
+        x.__dlpack__(dl_device=(1, 0), copy=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.gpu
+def test_cuda_strided_torch_tensor_is_copied(cuda: Any) -> None:
+    torch = pytest.importorskip("torch")
+    source = torch.arange(12, dtype=torch.float32, device="cuda").reshape(3, 4).t()
+    x = zyx.from_dlpack(source)
+    np.testing.assert_array_equal(x.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4).T)
+    with pytest.raises(BufferError, match="contiguous"):
+        zyx.from_dlpack(source, copy=False)

@@ -14,7 +14,15 @@ from typing import Any
 from cuda.bindings import driver
 
 from zyx import nvidia
-from zyx.backend import Arg, Device, DeviceInfo, Program, check_compilable, not_a_program
+from zyx.backend import (
+    Arg,
+    Buffer,
+    Device,
+    DeviceInfo,
+    Program,
+    check_compilable,
+    not_a_program,
+)
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel
@@ -123,6 +131,37 @@ class CudaDevice(Device):
 
     def record(self) -> GraphRecording:
         return GraphRecording(self)
+
+    # The DLPack hooks (zyx.backend): zyx_cuda.interop imports this module, hence the
+    # imports inside them.
+
+    def dlpack_device(self) -> tuple[int, int]:
+        from zyx_cuda.interop import KDL_CUDA
+
+        return (KDL_CUDA, self.index)
+
+    def dlpack_export(
+        self,
+        buf: Buffer,
+        dtype: DType,
+        shape: tuple[int, ...],
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+    ) -> Any:
+        from zyx_cuda.interop import as_array
+
+        return as_array(buf, dtype, shape).__dlpack__(stream=stream, max_version=max_version)
+
+    def dlpack_import(self, producer: Any) -> tuple[Buffer, DType, tuple[int, ...]]:
+        from zyx_cuda.interop import import_dlpack
+
+        try:
+            return import_dlpack(producer, self)
+        except BackendError as error:  # memory zyx cannot use in place: the caller copies
+            if error.status is not ErrorStatus.INCORRECT_KERNEL_ARG:
+                raise
+            raise BufferError(str(error)) from error
 
 
 def query_info(device: Any) -> DeviceInfo:

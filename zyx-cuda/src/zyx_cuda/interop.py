@@ -214,6 +214,12 @@ def as_array(buf: Buffer, dtype: DType, shape: tuple[int, ...]) -> CudaArray:
 
 def from_dlpack(tensor: Any, device: CudaDevice) -> Buffer:
     """A zyx buffer over a C-contiguous DLPack tensor on ``device`` (no copy)."""
+    return import_dlpack(tensor, device)[0]
+
+
+def import_dlpack(tensor: Any, device: CudaDevice) -> tuple[Buffer, DType, tuple[int, ...]]:
+    """``from_dlpack``, with the dtype and shape the buffer holds (the array front end's
+    ``Device.dlpack_import``)."""
     kind, ordinal = tensor.__dlpack_device__()
     if (int(kind), int(ordinal)) != (KDL_CUDA, device.index):
         raise BackendError(
@@ -224,7 +230,7 @@ def from_dlpack(tensor: Any, device: CudaDevice) -> Buffer:
         return _adopt_dlpack(tensor, device)
 
 
-def _adopt_dlpack(tensor: Any, device: CudaDevice) -> Buffer:
+def _adopt_dlpack(tensor: Any, device: CudaDevice) -> tuple[Buffer, DType, tuple[int, ...]]:
     device.context.activate()
     streams = device.streams
     queue = streams.tracker.choose(())
@@ -252,7 +258,7 @@ def _adopt_dlpack(tensor: Any, device: CudaDevice) -> Buffer:
 
     buf = device.pool.adopt(int(view.data or 0) + view.byte_offset, _nbytes(shape, dtype), owner)
     streams.commit(queue, (), (buf,))
-    return buf
+    return buf, dtype, tuple(shape)
 
 
 def from_cuda_array(tensor: Any, device: CudaDevice) -> Buffer:

@@ -95,10 +95,8 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
             "copy, and copy=False"
         )
     imported = _adopt(holder, x, required=copy is False) if holder is not None else None
-    if imported is None:  # memory zyx cannot use in place: through the host
-        from zyx.array.creation import asarray
-
-        return asarray(x, device=target)
+    if imported is None:  # memory zyx cannot use in place
+        return _through_host(x, where, target)
     return imported if shared else _copy(imported, target, "from_dlpack")
 
 
@@ -161,6 +159,17 @@ def _adopt(device: Device, producer: Any, required: bool) -> Tensor | None:
     array = Tensor(nodes.leaf(buf, dtype, shape, device))  # it owns buf from here on
     require(device, dtype, DTypeCapability.STORAGE, "from_dlpack")
     return array
+
+
+def _through_host(x: Any, where: tuple[int, int], target: Device) -> Tensor:
+    """The producer's data copied to ``target`` through numpy: memory elsewhere than the
+    host is asked for on the CPU (numpy 2.1's ``device="cpu"``, DLPack's ``dl_device``)."""
+    import numpy as np
+
+    from zyx.array.creation import asarray
+
+    data = np.from_dlpack(x) if where == CPU else np.from_dlpack(x, device="cpu")
+    return asarray(data, device=target)
 
 
 def _copy(x: Tensor, target: Device, what: str) -> Tensor:
