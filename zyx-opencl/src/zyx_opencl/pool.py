@@ -145,7 +145,7 @@ class OpenCLPool(MemoryPool):
             return
         read = Copy(
             ErrorStatus.MEMORY_COPY_P2H, reads=(buf,), writes=(), dst=view, src=buf.handle,
-            src_offset=offset, is_blocking=True,
+            src_offset=offset, is_blocking=False,
         )  # fmt: skip
         self.scheduler.run(read)
 

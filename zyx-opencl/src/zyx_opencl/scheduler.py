@@ -42,6 +42,7 @@ The scheduler does not lock: its device and pool call it under their shared lock
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -55,6 +56,7 @@ from zyx.native import launch_layout
 from zyx.streams import Action, Sequencer
 from zyx_opencl.errors import backend_error, call_failure, event_failure
 from zyx_opencl.native import enqueuer_type, window_loop
+from zyx_opencl.waits import wait
 
 Work = tuple[int, int, int]
 
@@ -254,13 +256,19 @@ class Scheduler(Sequencer[cl.Event]):
     # ---- sync points --------------------------------------------------------------------
 
     def run(self, command: Command) -> None:
-        """Enqueue the window, then ``command`` (a blocking one: a read); raise the first
+        """Enqueue the window, then ``command`` (a read into host memory), and wait until it
+        completed (``waits.wait``: Ctrl-C ends the wait, not the command); raise the first
         pending error before it and its own error."""
         self.flush()
         self.raise_pending()
         try:
             queue = self._enqueue(command, raising=True)
-            # Blocking and in order: everything before it on its queue completed too.
+            self.queues[queue].flush()
+            try:
+                wait([self.mark(queue, self.issued[queue])])  # the command's own event
+            except cl.Error as error:
+                raise backend_error(command.status, error) from error
+            # In order: everything before it on its queue completed too.
             self.done(queue)
         finally:
             self.collect()
@@ -276,7 +284,7 @@ class Scheduler(Sequencer[cl.Event]):
             event = cl.enqueue_nd_range_kernel(
                 self.timing_queue, program.kernel, work, program.local_size
             )
-            event.wait()
+            wait([event])
         except cl.Error as error:
             raise call_failure(ErrorStatus.KERNEL_SYNC, error) from error
         return int(event.profile.end - event.profile.start)
@@ -286,8 +294,10 @@ class Scheduler(Sequencer[cl.Event]):
         the first error since the last sync point."""
         self.flush()
         busy = [q for q in range(self.count) if self.issued[q] > self.reached[q]]
-        for q in busy:  # a mark at its end: a command that failed shows in its status
-            self.mark(q, self.issued[q])
+        # A mark at each busy queue's end: a command that failed shows in its status.
+        marks = [self.mark(q, self.issued[q]) for q in busy]
+        with contextlib.suppress(cl.Error):  # a failure is read from the marks below
+            wait(marks)  # where Ctrl-C ends the wait; the queues' finish is then at once
         for queue in self.queues:
             try:
                 queue.finish()
@@ -405,7 +415,7 @@ class Scheduler(Sequencer[cl.Event]):
 
     def block(self, mark: cl.Event) -> None:
         try:
-            mark.wait()
+            wait([mark])
         except cl.Error as error:
             self._fail(call_failure(ErrorStatus.KERNEL_SYNC, error))
 
