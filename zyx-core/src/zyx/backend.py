@@ -319,9 +319,13 @@ class Program:
         )
         """Per param, the plain Python numbers a ``Variable`` takes as they are; ``None`` for
         a buffer param."""
-        self._roles = tuple(_ROLES[kind] for kind in kinds)
-        """Per param, ``_READ``, ``_WRITE`` or ``_SCALAR``: what ``inspect`` compares, as an
-        enum member's lookup costs more than the rest of a param's check."""
+        self._checks: tuple[Any, ...] = tuple(
+            _READ if kind is ParamKind.GLOBAL else _WRITE if kind is ParamKind.GLOBAL_MUT else r
+            for kind, r in zip(kinds, self.scalar_ranges)
+        )
+        """Per param, what ``inspect`` checks: ``_READ`` or ``_WRITE`` for a buffer param,
+        its ``scalar_range`` for a ``Variable`` (no enum members: looking one up costs
+        more than the rest of a param's check)."""
         self._pool = device.pool
         self.released = False
         """Whether its device released it (``retire``): every launch of it is refused."""
@@ -342,7 +346,11 @@ class Program:
 
     def inspect(self, args: Sequence[Arg]) -> Prepared:
         """Check ``args`` as ``check_args`` says, the first bad one first, and return what a
-        launch of them needs (``Prepared``). A released program refuses every launch."""
+        launch of them needs (``Prepared``). A released program refuses every launch.
+
+        Plain arguments (live buffers of the pool, Python numbers in range) pass in one
+        loop; any other goes to ``_inspect_each``, which converts numpy scalars and raises
+        for the first bad argument."""
         if self.released:
             raise self.refusal()
         try:
@@ -351,23 +359,39 @@ class Program:
             raise _count_error(self.name, len(self.param_kinds), args) from None
         if len(values) != len(self.param_kinds):
             raise _count_error(self.name, len(self.param_kinds), args)
-        pool, ranges = self._pool, self.scalar_ranges
+        pool = self._pool
         reads: list[Buffer] = []
         writes: list[Buffer] = []
-        for i, role in enumerate(self._roles):
-            value = values[i]
-            if role == _SCALAR:
-                low, high, real = ranges[i]  # type: ignore[misc]
-                # plain_int(value, low, high), inline: this runs for every scalar of a launch
-                plain = isinstance(value, int) and low <= value <= high
-                if not (plain or real and isinstance(value, float)):
-                    values = (*values[:i], self._scalar(i, value), *values[i + 1 :])
-            elif isinstance(value, Buffer) and value.pool is pool and value.refcount > 0:
-                (writes if role == _WRITE else reads).append(value)
+        for value, check in zip(values, self._checks):
+            if check is _READ or check is _WRITE:
+                if not (isinstance(value, Buffer) and value.pool is pool and value.refcount > 0):
+                    return self._inspect_each(values)
+                (reads if check is _READ else writes).append(value)
             else:
-                raise self._bad(i, value)
+                low, high, real = check
+                if not (isinstance(value, int) and low <= value <= high):
+                    if not (real and isinstance(value, float)):
+                        return self._inspect_each(values)
         groups = self._groups(values) if self.symbolic else self._static_groups
         return values, reads, writes, groups
+
+    def _inspect_each(self, values: tuple[Arg, ...]) -> Prepared:
+        """``inspect`` of arguments not all plain: each checked in param order, numpy
+        scalars converted to the Python numbers they hold; the first bad one raises."""
+        reads: list[Buffer] = []
+        writes: list[Buffer] = []
+        checked = list(values)
+        for i, check in enumerate(self._checks):
+            value = values[i]
+            if check is not _READ and check is not _WRITE:
+                checked[i] = self._scalar(i, value)
+            elif isinstance(value, Buffer) and value.pool is self._pool and value.refcount > 0:
+                (reads if check is _READ else writes).append(value)
+            else:
+                raise self._bad(i, value)
+        plain = tuple(checked)
+        groups = self._groups(plain) if self.symbolic else self._static_groups
+        return plain, reads, writes, groups
 
     def retire(self) -> None:
         """Refuse every later launch of this program with IncorrectKernelArg, before its
@@ -425,8 +449,8 @@ class Program:
         return f"<{type(self).__name__} {self.name} on {self.device.name}>"
 
 
-_READ, _WRITE, _SCALAR = 0, 1, 2
-_ROLES = {ParamKind.GLOBAL: _READ, ParamKind.GLOBAL_MUT: _WRITE, ParamKind.VARIABLE: _SCALAR}
+_READ, _WRITE = object(), object()
+"""What ``Program.inspect`` checks at a ``Global`` and a ``GlobalMut`` param."""
 
 ScalarRange: TypeAlias = tuple[int, int, bool]
 """The ints a ``Variable`` takes, from the first to the last, and whether it takes any

@@ -107,8 +107,18 @@ class LaunchLayout:
     """``DependencyTracker.track``: a new record for an untracked buffer."""
     queues: tuple[int, ...]
     """The queues' native handles (streams, command queues), as addresses."""
+    lock: Any
+    """The device's lock (``MemoryPool.lock``): a ``Lock`` of the launcher's own module
+    (``new_lock``), which its ``submit`` takes in C."""
     buffer_type: type[Buffer] = Buffer
     record_type: type[Access[int]] = Access
+
+
+def new_lock(module: ModuleType | None) -> Any:
+    """A lock for a pool and its device (``MemoryPool.lock``): the ``Lock`` of a backend's
+    native ``module`` (built with ``prelude=("tracker",)``), which its launchers take in C,
+    or ``threading.RLock()`` without one. Both are re-entrant and used alike from Python."""
+    return threading.RLock() if module is None else module.Lock()
 
 
 def launch_layout(
@@ -145,6 +155,7 @@ def launch_layout(
         reached=sequencer.reached,
         track=tracker.track,
         queues=tuple(queues),
+        lock=program.device.pool.lock,
     )
 
 

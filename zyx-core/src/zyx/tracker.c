@@ -16,7 +16,8 @@
  * afresh. Nothing here locks: a device calls its launcher under its lock.
  *
  * It also holds what every backend's native module needs besides: reading the entry
- * points its ``bind`` is given, and the fields of the objects a launcher is made from.
+ * points its ``bind`` is given and the fields of the objects a launcher is made from, and
+ * ``Lock``, the device lock a launcher takes in C (below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,25 +27,6 @@
 #define ZYX_MAX_PARAMS 64
 #define ZYX_SLOT(object, at) (*(PyObject **)((char *)(object) + (at)))
 
-typedef struct {
-    PyObject *load;   /* DependencyTracker.load: commands per queue since it was idle */
-    PyObject *issued; /* Sequencer.issued: the queues' sequence numbers */
-    PyObject *reached; /* Sequencer.reached: the points known complete */
-    PyObject *track;  /* DependencyTracker.track(buffer) -> a new record */
-    PyTypeObject *buffer_type; /* zyx.backend.Buffer */
-    PyObject *pool;            /* the device's pool: a buffer argument must be of it */
-    PyTypeObject *record_type; /* zyx.streams.Access */
-    Py_ssize_t pool_at, refcount_at, handle_at, tracking_at;
-    Py_ssize_t writer_queue_at, writer_at, readers_at;
-    Py_ssize_t queues, params, reads, buffers; /* buffer params: the reads, then the writes */
-    Py_ssize_t positions[ZYX_MAX_BUFFERS];
-    char is_buffer[ZYX_MAX_PARAMS];
-    char takes_float[ZYX_MAX_PARAMS];                    /* scalar params that take a float */
-    long long low[ZYX_MAX_PARAMS], high[ZYX_MAX_PARAMS]; /* the ints they take */
-    Py_ssize_t dim_param[3]; /* per axis: the Variable param its groups depend on, or -1 */
-    long dim[3], limit[3];   /* per axis: the groups or that param's divisor; the most */
-    void **handles;          /* the queues' native handles (streams, command queues) */
-} ZyxTracking;
 
 static void zyx_set_slot(PyObject *object, Py_ssize_t at, PyObject *value) {
     PyObject *old = ZYX_SLOT(object, at);
@@ -125,6 +107,164 @@ static int zyx_slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *off
         PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ attribute", type->tp_name, name);
     return ok ? 0 : -1;
 }
+
+/* ---- Lock: a device's lock, taken by its launcher in C --------------------------------
+ *
+ * A re-entrant lock with the methods of ``threading.RLock`` that zyx uses (``acquire()``,
+ * ``release()``, ``with``), which a native launcher takes with a C call: a launch is a
+ * few hundred nanoseconds in C, and calling an ``RLock``'s methods costs as much again. A
+ * backend whose native module is built makes its pool's lock one of these
+ * (``zyx.native.new_lock``); its launcher takes it around a launch, and the Python path it
+ * hands a launch to takes it again, re-entrantly. As in CPython's own ``RLock`` (up to
+ * 3.12), the owner and count are read and written under the GIL only; the underlying
+ * lock is the one a waiting thread blocks on, without the GIL.
+ */
+
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    unsigned long owner;
+    Py_ssize_t count;
+} ZyxLock;
+
+static PyTypeObject ZyxLockType;
+
+/* Take ``l`` for the calling thread (again, where it holds it); blocks without the GIL
+ * while another thread holds it. */
+static void zyx_lock_acquire(ZyxLock *l) {
+    unsigned long me = PyThread_get_thread_ident();
+    if (l->count > 0 && l->owner == me) {
+        l->count++;
+        return;
+    }
+    if (!PyThread_acquire_lock(l->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(l->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    l->owner = me;
+    l->count = 1;
+}
+
+/* Give ``l`` back once; -1 with RuntimeError where the calling thread does not hold it. */
+static int zyx_lock_release(ZyxLock *l) {
+    if (l->count == 0 || l->owner != PyThread_get_thread_ident()) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot release un-acquired lock");
+        return -1;
+    }
+    if (--l->count == 0) {
+        l->owner = 0;
+        PyThread_release_lock(l->lock);
+    }
+    return 0;
+}
+
+static PyObject *zyx_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    ZyxLock *self = (ZyxLock *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->lock = PyThread_allocate_lock();
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void zyx_lock_dealloc(ZyxLock *self) {
+    if (self->lock != NULL) {
+        if (self->count > 0)
+            PyThread_release_lock(self->lock);
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *zyx_lock_py_acquire(ZyxLock *self, PyObject *unused) {
+    zyx_lock_acquire(self);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *zyx_lock_py_release(ZyxLock *self, PyObject *unused) {
+    if (zyx_lock_release(self))
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *zyx_lock_py_exit(ZyxLock *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (zyx_lock_release(self))
+        return NULL;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *zyx_lock_py_is_owned(ZyxLock *self, PyObject *unused) {
+    return PyBool_FromLong(self->count > 0 && self->owner == PyThread_get_thread_ident());
+}
+
+static PyMethodDef zyx_lock_methods[] = {
+    {"acquire", (PyCFunction)zyx_lock_py_acquire, METH_NOARGS,
+     "acquire() -> True: take the lock, waiting while another thread holds it"},
+    {"release", (PyCFunction)zyx_lock_py_release, METH_NOARGS, "release(): give it back once"},
+    {"__enter__", (PyCFunction)zyx_lock_py_acquire, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)(void (*)(void))zyx_lock_py_exit, METH_FASTCALL, NULL},
+    {"_is_owned", (PyCFunction)zyx_lock_py_is_owned, METH_NOARGS,
+     "whether the calling thread holds it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ZyxLockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "zyx.native.Lock",
+    .tp_basicsize = sizeof(ZyxLock),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A re-entrant lock a native launcher takes in C (zyx/tracker.c).",
+    .tp_new = zyx_lock_new,
+    .tp_dealloc = (destructor)zyx_lock_dealloc,
+    .tp_methods = zyx_lock_methods,
+};
+
+/* ``object.name`` where it is a Lock of this module, held in ``*field``; -1 with an
+ * exception where it is not. */
+static int zyx_hold_lock(ZyxLock **field, PyObject *object, const char *name) {
+    PyObject *lock = zyx_field(object, name);
+    if (lock == NULL)
+        return -1;
+    if (!Py_IS_TYPE(lock, &ZyxLockType)) {
+        PyErr_Format(PyExc_TypeError, "%s is a %s, not this module's Lock (zyx.native.new_lock)",
+                     name, Py_TYPE(lock)->tp_name);
+        Py_DECREF(lock);
+        return -1;
+    }
+    Py_XSETREF(*field, (ZyxLock *)lock);
+    return 0;
+}
+
+/* Add the ``Lock`` type to a backend's native module (its PyInit calls this). */
+static int zyx_add_lock_type(PyObject *module) {
+    if (PyType_Ready(&ZyxLockType) < 0)
+        return -1;
+    return PyModule_AddObjectRef(module, "Lock", (PyObject *)&ZyxLockType);
+}
+
+typedef struct {
+    PyObject *load;   /* DependencyTracker.load: commands per queue since it was idle */
+    PyObject *issued; /* Sequencer.issued: the queues' sequence numbers */
+    PyObject *reached; /* Sequencer.reached: the points known complete */
+    PyObject *track;  /* DependencyTracker.track(buffer) -> a new record */
+    PyTypeObject *buffer_type; /* zyx.backend.Buffer */
+    PyObject *pool;            /* the device's pool: a buffer argument must be of it */
+    PyTypeObject *record_type; /* zyx.streams.Access */
+    ZyxLock *lock;             /* the device's lock: a launch holds it */
+    Py_ssize_t pool_at, refcount_at, handle_at, tracking_at;
+    Py_ssize_t writer_queue_at, writer_at, readers_at;
+    Py_ssize_t queues, params, reads, buffers; /* buffer params: the reads, then the writes */
+    Py_ssize_t positions[ZYX_MAX_BUFFERS];
+    char is_buffer[ZYX_MAX_PARAMS];
+    char takes_float[ZYX_MAX_PARAMS];                    /* scalar params that take a float */
+    long long low[ZYX_MAX_PARAMS], high[ZYX_MAX_PARAMS]; /* the ints they take */
+    Py_ssize_t dim_param[3]; /* per axis: the Variable param its groups depend on, or -1 */
+    long dim[3], limit[3];   /* per axis: the groups or that param's divisor; the most */
+    void **handles;          /* the queues' native handles (streams, command queues) */
+} ZyxTracking;
 
 /* An int's value, or -2 where it is not a small int. */
 static long zyx_small_int(PyObject *value) {
@@ -262,6 +402,8 @@ static int zyx_tracking_init(ZyxTracking *t, PyObject *layout) {
     for (int i = 0; i < 7; i++)
         if (zyx_hold_field(held[i], layout, names[i]))
             return -1;
+    if (zyx_hold_lock(&t->lock, layout, "lock"))
+        return -1;
     if (!PyList_Check(t->load) || !PyList_Check(t->issued) || !PyList_Check(t->reached) ||
         PyList_GET_SIZE(t->load) < 1 || PyList_GET_SIZE(t->issued) != PyList_GET_SIZE(t->load) ||
         PyList_GET_SIZE(t->reached) != PyList_GET_SIZE(t->load) ||
@@ -293,6 +435,7 @@ static int zyx_tracking_traverse(ZyxTracking *t, visitproc visit, void *arg) {
     Py_VISIT(t->buffer_type);
     Py_VISIT(t->pool);
     Py_VISIT(t->record_type);
+    Py_VISIT(t->lock);
     return 0;
 }
 
@@ -304,6 +447,7 @@ static void zyx_tracking_clear(ZyxTracking *t) {
     Py_CLEAR(t->buffer_type);
     Py_CLEAR(t->pool);
     Py_CLEAR(t->record_type);
+    Py_CLEAR(t->lock);
 }
 
 /* Everything ``t`` holds, for its launcher's dealloc. */

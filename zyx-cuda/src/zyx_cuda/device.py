@@ -2,7 +2,8 @@
 
 A kernel is launched where ``zyx_cuda.program`` says, in its first lines: native.c's
 ``Launcher.submit`` (C) or ``KernelProgram.schedule`` (Python). ``CudaDevice.launch`` hands
-every launch to its program's ``submit``, under the lock the device shares with its pool.
+every launch to its program's ``submit``, which takes the lock the device shares with its
+pool (in C, where it is the native Launcher's).
 """
 
 from __future__ import annotations
@@ -83,12 +84,7 @@ class CudaDevice(Device):
             ours = False
         if not ours:
             raise not_a_program(self, program)
-        lock = self._lock
-        lock.acquire()  # cheaper than ``with``, which looks up two methods
-        try:
-            program.submit(args)  # type: ignore[attr-defined]  # ours; cast() costs a call
-        finally:
-            lock.release()
+        program.submit(args)  # type: ignore[attr-defined]  # ours; cast() costs a call
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
         program = self.own(program, CudaProgram)

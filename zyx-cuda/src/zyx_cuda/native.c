@@ -399,8 +399,8 @@ static PyObject *launch_and_commit(Launcher *self, PyObject *const *items,
     Py_RETURN_NONE;
 }
 
-/* submit(args): Device.launch of the program, under its device's lock */
-static PyObject *launcher_submit(Launcher *self, PyObject *args) {
+/* A launch, the device's lock held. */
+static PyObject *launcher_submit_held(Launcher *self, PyObject *args) {
     ZyxTracking *t = &self->tracking;
     if (!PyList_CheckExact(args) && !PyTuple_CheckExact(args))
         return launcher_fallback(self, args);
@@ -431,6 +431,14 @@ static PyObject *launcher_submit(Launcher *self, PyObject *args) {
     else
         done = launch_and_commit(self, items, handles, changed, bufs, records, queue, groups);
     zyx_tracking_release(t, bufs, records);
+    return done;
+}
+
+/* submit(args): Device.launch of the program, which takes the device's lock */
+static PyObject *launcher_submit(Launcher *self, PyObject *args) {
+    zyx_lock_acquire(self->tracking.lock);
+    PyObject *done = launcher_submit_held(self, args);
+    zyx_lock_release(self->tracking.lock); /* held: it cannot fail */
     return done;
 }
 
@@ -485,7 +493,8 @@ PyMODINIT_FUNC PyInit__zyx_cuda_native(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0) {
+    if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
+        zyx_add_lock_type(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

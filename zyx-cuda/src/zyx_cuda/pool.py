@@ -27,9 +27,11 @@ from cuda.bindings import driver
 
 from zyx.backend import Buffer, MemoryPool, byte_view
 from zyx.errors import ErrorStatus
+from zyx.native import new_lock
 from zyx.staging import staged
 from zyx_cuda.context import Context
 from zyx_cuda.errors import CudaError, check, is_out_of_memory
+from zyx_cuda.native import native
 from zyx_cuda.staging import Staging
 from zyx_cuda.streams import Streams
 
@@ -44,6 +46,7 @@ class CudaPool(MemoryPool):
 
     def __init__(self, name: str, context: Context, streams: Streams) -> None:
         self.name = name
+        self.lock = new_lock(native())  # which the native Launcher takes in C
         self.context = context
         self.streams = streams
         self.staging = Staging(context)

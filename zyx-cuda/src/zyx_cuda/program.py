@@ -1,7 +1,7 @@
 """Programs the CUDA device launches: compiled kernels here, library calls in ``library``.
 
-Where a kernel is launched (``CudaDevice.launch`` calls ``program.submit`` under the
-device's lock):
+Where a kernel is launched (``CudaDevice.launch`` calls ``program.submit``, which takes
+the device's lock):
 
 - in C, native.c's ``Launcher.submit`` (``launch_and_commit``), where zyx-cuda's native
   module is built: a launch that repeats the packed arguments, or changes only buffers, on
@@ -71,9 +71,10 @@ class CudaProgram(Program):
         super().__init__(device, kernel)
         self.logged = _launch_log.isEnabledFor(logging.DEBUG)
         """Whether its launches are logged on ``zyx.launch``, decided once, here."""
+        self._lock, self._context, self._streams = device.lock, device.context, device.streams
         self.submit: Callable[[Sequence[Arg]], None] = self.schedule
-        """``Device.launch`` of this program, its device checked and its lock held:
-        ``schedule``, or a ``KernelProgram``'s native ``Launcher.submit``."""
+        """``Device.launch`` of this program, its device checked: ``schedule``, or a
+        ``KernelProgram``'s native ``Launcher.submit``; each takes the device's lock."""
 
     def prepare(self, args: Sequence[Arg]) -> Prepared:
         """``inspect``, and where the program has one, its argument block packed for the
@@ -81,19 +82,20 @@ class CudaProgram(Program):
         return self.inspect(args)
 
     def schedule(self, args: Sequence[Arg]) -> None:
-        """The launch, in Python: the arguments checked before any native call, then a
-        stream chosen, its hazards ordered, the work enqueued and recorded."""
-        values, reads, writes, groups = self.prepare(args)
-        if 0 in groups:  # no work-group: nothing to run (the driver refuses a zero grid)
-            return
-        device = self.device
-        device.context.activate()
-        streams = device.streams
-        queue = streams.select(reads, writes)
-        self.enqueue(streams.handles[queue], values, groups)
-        streams.commit(queue, reads, writes)
-        if self.logged:
-            log_launch(self, queue, groups)
+        """The launch, in Python, under the device's lock: the arguments checked before any
+        native call, then a stream chosen, its hazards ordered, the work enqueued and
+        recorded."""
+        with self._lock:
+            values, reads, writes, groups = self.prepare(args)
+            if 0 in groups:  # no work-group: nothing to run (the driver refuses a zero grid)
+                return
+            self._context.activate()
+            streams = self._streams
+            queue = streams.select(reads, writes)
+            self.enqueue(streams.handles[queue], values, groups)
+            streams.commit(queue, reads, writes)
+            if self.logged:
+                log_launch(self, queue, groups)
 
     def retire(self) -> None:
         super().retire()

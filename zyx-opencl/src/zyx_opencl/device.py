@@ -2,8 +2,8 @@
 
 A kernel is launched where ``zyx_opencl.program`` says, in its first lines: in C in the
 native ``Enqueuer`` (native.c), or in Python in ``OpenCLProgram.schedule`` and ``issue``.
-``OpenCLDevice.launch`` hands every launch to its program's ``submit``, under the lock the
-device shares with its pool.
+``OpenCLDevice.launch`` hands every launch to its program's ``submit``, which takes the lock
+the device shares with its pool (in C, where it is the native Enqueuer's).
 
 Each device gets its own context, its ``queues`` in-order queues and a scheduler over
 them (``zyx_opencl.scheduler``), a pool (``zyx_opencl.pool``) and a compiler with a disk
@@ -142,12 +142,7 @@ class OpenCLDevice(Device):
         # own()'s checks, inline: a Python call is a tenth of this path's time.
         if not isinstance(program, OpenCLProgram) or program.device is not self:
             raise not_a_program(self, program)
-        lock = self._lock
-        lock.acquire()  # cheaper than ``with``, which looks up two methods
-        try:
-            program.submit(args)  # a released program's refuses
-        finally:
-            lock.release()
+        program.submit(args)  # takes the device's lock; a released program's refuses
 
     def launch_timed(self, program: Program, args: Sequence[Arg]) -> int:
         own = self.own(program, OpenCLProgram)

@@ -356,9 +356,9 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
     return done;
 }
 
-/* submit(args): Device.launch of the program, under its device's lock: the launch
- * appended to the window as ``(program, args, work)``, the window enqueued once full */
-static PyObject *enqueuer_submit(Enqueuer *self, PyObject *args) {
+/* The launch appended to the window as ``(program, args, work)``, the window enqueued
+ * once full; the device's lock held. */
+static PyObject *enqueuer_submit_held(Enqueuer *self, PyObject *args) {
     const ZyxTracking *t = &self->tracking;
     if ((!PyList_CheckExact(args) && !PyTuple_CheckExact(args)) ||
         PySequence_Fast_GET_SIZE(args) != t->params || !zyx_plain(t, PySequence_Fast_ITEMS(args)))
@@ -379,6 +379,14 @@ static PyObject *enqueuer_submit(Enqueuer *self, PyObject *args) {
     if (PyList_GET_SIZE(self->batch) >= self->window)
         return PyObject_CallNoArgs(self->flush);
     Py_RETURN_NONE;
+}
+
+/* submit(args): Device.launch of the program, which takes the device's lock */
+static PyObject *enqueuer_submit(Enqueuer *self, PyObject *args) {
+    zyx_lock_acquire(self->tracking.lock);
+    PyObject *done = enqueuer_submit_held(self, args);
+    zyx_lock_release(self->tracking.lock); /* held: it cannot fail */
+    return done;
 }
 
 static PyMethodDef enqueuer_methods[] = {
@@ -491,7 +499,8 @@ PyMODINIT_FUNC PyInit__zyx_opencl_native(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    if (PyModule_AddObjectRef(m, "Enqueuer", (PyObject *)&EnqueuerType) < 0) {
+    if (PyModule_AddObjectRef(m, "Enqueuer", (PyObject *)&EnqueuerType) < 0 ||
+        zyx_add_lock_type(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -26,7 +26,9 @@ import pyopencl as cl
 from zyx.backend import Buffer, MemoryPool
 from zyx.errors import BackendError, ErrorStatus
 from zyx.host.limits import usable_memory
+from zyx.native import new_lock
 from zyx.staging import staged
+from zyx_opencl.native import native
 from zyx_opencl.scheduler import Action, Command, Scheduler
 
 _log = logging.getLogger("zyx.mem")
@@ -85,6 +87,7 @@ class OpenCLPool(MemoryPool):
         self, name: str, context: cl.Context, device: cl.Device, scheduler: Scheduler
     ) -> None:
         self.name = name
+        self.lock = new_lock(native())  # which the native Enqueuer takes in C
         self.context = context
         self.capacity: int = memory_capacity(device)
         self.max_allocation: int = device.max_mem_alloc_size

@@ -1,7 +1,7 @@
 """A compiled OpenCL kernel and its launch path.
 
-Where a kernel is launched (``OpenCLDevice.launch`` calls ``program.submit`` under the
-device's lock): a launch is appended to the scheduler's window, and enqueued when the
+Where a kernel is launched (``OpenCLDevice.launch`` calls ``program.submit``, which takes
+the device's lock): a launch is appended to the scheduler's window, and enqueued when the
 window is (``zyx_opencl.scheduler``). Both steps run
 
 - in C, in zyx-opencl's native ``Enqueuer`` (native.c), where the module is built:
@@ -78,11 +78,12 @@ class OpenCLProgram(Program):
         self._native_enqueue = enqueue_function()
         """zyx-opencl's native ``enqueue`` (``clEnqueueNDRangeKernel`` with plain ints and
         no event), or ``None``: pyopencl's, whose event is dropped."""
+        self._lock = device.lock
         scheduler = self.device.scheduler
         self.enqueuer = scheduler.native_launcher(self, self.schedule, self.issue, self._failure)
         """zyx-opencl's native ``Enqueuer`` of this kernel, or ``None``."""
         self.submit = self.schedule if self.enqueuer is None else self.enqueuer.submit
-        """``Device.launch`` of this program, its device checked and its lock held."""
+        """``Device.launch`` of this program, its device checked; takes the device's lock."""
         self.enqueue = self.issue if self.enqueuer is None else self.enqueuer.enqueue
         """The scheduler's ``Launchable.enqueue``."""
 
@@ -99,12 +100,14 @@ class OpenCLProgram(Program):
         return (x * lx, y * ly, z * lz)
 
     def schedule(self, args: Sequence[Arg]) -> None:
-        """``submit`` in Python: the arguments checked, then the launch appended to the
-        window as ``(self, values, work)``; nothing where it has no work-group."""
-        values, _, _, groups = self.inspect(args)
-        work = self.work(groups)
-        if work is not None:
-            self.device.scheduler.append(self, values, work)
+        """``submit`` in Python, under the device's lock: the arguments checked, then the
+        launch appended to the window as ``(self, values, work)``; nothing where it has no
+        work-group."""
+        with self._lock:
+            values, _, _, groups = self.inspect(args)
+            work = self.work(groups)
+            if work is not None:
+                self.device.scheduler.append(self, values, work)
 
     def issue(self, args: tuple[Arg, ...], work: Work) -> int:
         """``enqueue`` in Python: a launch from the window enqueued on the queue the
