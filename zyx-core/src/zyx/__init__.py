@@ -30,7 +30,9 @@ _LAZY = {
     "device": "zyx.plugins",
     "devices": "zyx.plugins",
     "empty_cache": "zyx.allocator",
+    "load": "zyx.serialization",
     "realize": "zyx.runtime",
+    "save": "zyx.serialization",
     "stats": "zyx.runtime",
 }
 """Public name to the module that defines it, imported on first access. Every name of
