@@ -21,6 +21,8 @@ cost (calling it alone in the same loop) is reported too: zyx's overhead is the
 difference. Cases: an empty kernel of one written buffer, and ``c = a + b`` of two read
 buffers, one written buffer and an int scalar, once with the same arguments every time
 and once rotating over 64 outputs (the throughput test's pattern, spread over streams).
+Every launch takes its device's lock (``MemoryPool.lock``): the native path in C, the
+Python path with ``with``, whose cost alone is the "device lock alone" row.
 """
 
 from __future__ import annotations
@@ -65,8 +67,15 @@ def launch_cases(
     def add_rotating() -> None:
         launch(add, [a, b, outs[next(rotating) % 64], 1024])
 
+    lock = pool.lock
+
+    def locked() -> None:
+        with lock:
+            pass
+
     return {
         "stub alone": (stub, sync),
+        f"device lock alone ({type(lock).__name__}, with)": (locked, sync),
         "empty kernel, 1 buffer": (lambda: launch(empty, empty_args), sync),
         "add a + b -> c, n (same args)": (lambda: launch(add, add_args), sync),
         "add a + b -> 64 rotating outputs": (add_rotating, sync),
@@ -165,7 +174,7 @@ def main() -> None:
     for backend, times in results.items():
         stub = times["stub alone"]
         for case, us in times.items():
-            extra = "" if case == "stub alone" else f"{us - stub:.2f}"
+            extra = "" if case == "stub alone" or "lock" in case else f"{us - stub:.2f}"
             print(f"| {backend} | {case} | {us:.2f} | {extra} |")
 
 

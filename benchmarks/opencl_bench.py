@@ -116,7 +116,7 @@ def add_seconds(
     raw = cl.Kernel(cl.Program(context, source.code).build(list(BUILD_OPTIONS)), source.name)
     raw.set_args(*(buf.handle for buf in bufs), np.int64(n))
     queue = cl.CommandQueue(context, dev.cl_device, cl.command_queue_properties.PROFILING_ENABLE)
-    work = program.work(program.inspect(args)[2])
+    work = program.work(program.inspect(args)[3])
     assert work is not None
 
     def zyx_once() -> float:

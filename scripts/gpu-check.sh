@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Everything the lent H200 proves, in one call (carry .whl): zyx-cuda's and zyx-opencl's
-# tests, the conformance suite on cuda, NVIDIA OpenCL and host (and through `zyx conformance`),
-# `zyx check` on every device, the ulp margins of single ops, two minutes of the differential
-# fuzzer on CUDA and NVIDIA OpenCL, both benchmarks (OpenCL's on NVIDIA and on PoCL), and NVIDIA
-# OpenCL's launch schedules in a C loop. Run from the repository root on the device machine.
+# tests (the thread stress tests among them), the conformance suite on cuda, NVIDIA OpenCL and
+# host (its threads area too; and through `zyx conformance`), `zyx check` on every device, the
+# ulp margins of single ops, two minutes of the differential fuzzer on CUDA and NVIDIA OpenCL,
+# both benchmarks (OpenCL's on NVIDIA, through the native and the Python launch path, and on
+# PoCL), zyx's own time per launch with the driver stubbed (both paths), and NVIDIA OpenCL's
+# launch schedules in a C loop. Run from the repository root on the device machine.
 # Logs go into $OUT/gpu-logs.tar.gz, benchmark results to $OUT/*_bench.{md,json}.
 # ONLY=cuda skips the OpenCL steps.
 # A warm machine may hold zyx packages an earlier run installed; pip --target keeps them.
@@ -34,6 +36,12 @@ fuzzed=cuda,opencl; [ "$ONLY" = cuda ] && fuzzed=cuda
 ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" step fuzz 200 python3 tests/fuzz/fuzz.py --devices $fuzzed --seconds 120
 step cuda-bench 150 python3 benchmarks/cuda_bench.py
 [ "$ONLY" = cuda ] || step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
+# The Python launch path (where the native module is not built) beside raw pyopencl.
+[ "$ONLY" = cuda ] || { mkdir -p "$OUT/python"; ZYX_NATIVE=0 step opencl-bench-python 150 \
+  python3 benchmarks/opencl_bench.py --platform NVIDIA --size-mib 64 --out "$OUT/python"; }
+# zyx's own time per launch on this CPU, both paths, the native call stubbed (and the lock).
+step launch-overhead 90 python3 benchmarks/launch_overhead.py --backend cuda
+ZYX_NATIVE=0 step launch-overhead-python 90 python3 benchmarks/launch_overhead.py --backend cuda
 # PoCL 5.0 on the machine's CPU: where GPU.md's raw pyopencl launch figure (40 µs) was taken.
 [ "$ONLY" = cuda ] || { mkdir -p "$OUT/pocl"; step pocl-bench 150 python3 benchmarks/opencl_bench.py \
   --platform Portable --size-mib 64 --out "$OUT/pocl"; }

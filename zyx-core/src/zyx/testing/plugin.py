@@ -11,8 +11,8 @@ device is opened when the session starts; a backend that cannot be opened (not i
 quarantined, disabled) ends the session at once with the reason zyx gives, never a skip.
 
 Every suite test carries ``@pytest.mark.zyx_area(AREA)`` (pool, device, dtype, numerics,
-errors); the area is also recorded in the test reports' ``user_properties`` (and so in
-JUnit XML), and the terminal summary counts outcomes per area.
+errors, threads); the area is also recorded in the test reports' ``user_properties`` (and so
+in JUnit XML), and the terminal summary counts outcomes per area.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from zyx.backend import Device
 
-AREAS = ("pool", "device", "dtype", "numerics", "errors")
+AREAS = ("pool", "device", "dtype", "numerics", "errors", "threads")
 """The contract areas, in the order the summary lists them."""
 
 HOW_TO_RUN = "the zyx conformance suite runs with: pytest --pyargs zyx.testing --zyx-backend NAME"

@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import pytest
+
 from zyx.backend import Device
 from zyx.host.pool import HostPool
 from zyx.testing import stress
+
+pytestmark = pytest.mark.zyx_area("threads")
 
 
 def test_threads_share_a_device(device: Device, host_pool: HostPool) -> None:
