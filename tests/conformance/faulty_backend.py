@@ -120,6 +120,12 @@ class FaultySection(BackendSection):
     narrow: bool = False
     """Declare one-dimensional groups of at most 32 work-items and 4 KiB of local memory:
     no fault, a small device on which the suite must pass, sizing its kernels or skipping."""
+    single: bool = False
+    """Declare groups of one work-item: no fault, the smallest device the suite runs on."""
+    claims: list[str] | None = None
+    """Declare only these dtypes (``[]``: none); ``None``: the host's."""
+    interpret: bool = False
+    """Run kernels in the IR interpreter, as the host without a C compiler does."""
 
 
 _FAULT_HELPERS = """\
@@ -365,7 +371,17 @@ def probe() -> ProbeResult:
 def open_faulty(section: FaultySection) -> Sequence[Device]:
     if section.fault and section.fault not in FAULTS:
         raise BackendError(ErrorStatus.INITIALIZATION, f"no fault {section.fault!r}")
-    return [FaultyDevice(section.fault, section.narrow)]
+    device = FaultyDevice(section.fault, section.narrow)
+    if section.single:
+        device.info = device.real_info = dataclasses.replace(
+            device.info, max_local_threads=1, max_local_work_dims=(1, 1, 1)
+        )
+    if section.claims is not None:
+        dtypes = {d: caps for d, caps in device.info.dtypes.items() if d.value in section.claims}
+        device.info = device.real_info = dataclasses.replace(device.info, dtypes=dtypes)
+    if section.interpret:
+        device._compiler = None  # the host's own state when it found no C compiler
+    return [device]
 
 
 @hookimpl

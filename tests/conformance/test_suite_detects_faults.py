@@ -8,11 +8,13 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 import zyx.plugins
 import zyx.testing
-from zyx.conformance import Outcome, Report, run
+from zyx.conformance import NOT_CERTIFIED, Outcome, Report, run
 from zyx.plugins import ENTRY_POINT_GROUP, Registry
+from zyx.testing.certificate import INTERPRETED
 
 FAULTY = EntryPoint("faulty", "faulty_backend", ENTRY_POINT_GROUP)
 SUITE = Path(zyx.testing.__file__).parent
@@ -161,9 +163,10 @@ def faulty(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cache: Path) -> None
     monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, [FAULTY]))
 
 
-def run_suite(tests: list[str], fault: str = "", narrow: bool = False) -> Report:
-    """The suite's ``tests`` (``module::test id``, or a module) on the faulty device."""
-    zyx.plugins.configure(faulty={"fault": fault, "narrow": narrow})
+def run_suite(tests: list[str], fault: str = "", **device: object) -> Report:
+    """The suite's ``tests`` (``module::test id``, or a module) on the faulty device;
+    ``device`` sets the other fields of its section (``narrow``, ``claims``, ...)."""
+    zyx.plugins.configure(faulty={"fault": fault, **device})
     return run("faulty", suite=[str(SUITE / test) for test in tests])
 
 
@@ -191,6 +194,54 @@ def test_a_device_with_small_limits_passes() -> None:
     assert outcomes["test_device.py::test_three_axis_groups"] is Outcome.PASSED
     assert outcomes["test_device.py::test_a_group_of_max_local_threads"] is Outcome.PASSED
     assert outcomes["test_device.py::test_tiled_matmul"] is Outcome.SKIPPED
+
+
+def test_a_device_of_one_work_item_per_group_passes_the_group_count_test() -> None:
+    """The suite's own bug: ``local - 1`` elements made a 0-byte buffer there."""
+    report = run_suite(["test_device.py::test_group_count_follows_a_variable"], single=True)
+    assert [r.outcome for r in report.results] == [Outcome.PASSED], report.output
+
+
+def test_a_run_certifies_what_the_device_claims() -> None:
+    report = run_suite(["test_pool.py"])
+    assert report.certified and report.command_status == 0, report.refusals()
+    assert report.claims is not None and report.claims.device == "faulty"
+    summary = report.claims.summary()
+    assert "f32 (storage/arithmetic/math)" in summary and "max_local_threads" in summary
+    assert "certified: faulty" in _rendered(report)
+
+
+def test_a_backend_that_claims_no_dtype_is_not_certified() -> None:
+    """It passed 73 tests and skipped 826, and zyx conformance exited 0."""
+    report = run_suite(["test_pool.py", "test_dtypes.py"], claims=[])
+    assert report.ok and not report.certified
+    assert report.command_status == NOT_CERTIFIED
+    reasons = "; ".join(report.refusals())
+    assert "does not claim f32 arithmetic" in reasons and "most of the suite" in reasons
+    assert "NOT certified" in _rendered(report)
+
+
+def test_a_run_that_skipped_most_of_its_tests_is_not_certified() -> None:
+    report = run_suite(["test_dtypes.py"], claims=["f32", "i32"])
+    skipped = len(report.with_outcome(Outcome.SKIPPED))
+    assert report.ok and skipped > len(report.results) / 2
+    assert report.refusals() == [
+        f"{skipped} of its {len(report.results)} tests skipped: most of the suite did not run"
+    ]
+
+
+def test_the_interpreter_is_labelled_and_certifies_nothing() -> None:
+    """The host without a C compiler compared the reference with itself."""
+    report = run_suite(["test_pool.py", "test_device.py::test_tiled_matmul"], interpret=True)
+    assert report.ok and report.claims is not None and report.claims.interpreted
+    assert report.refusals() == [f"faulty {INTERPRETED}"]
+    assert "zyx conformance: faulty (IR interpreter)" in _rendered(report)
+
+
+def _rendered(report: Report) -> str:
+    console = Console(record=True, width=300)
+    console.print(report.renderable())
+    return " ".join(console.export_text().split())  # a table's title wraps to its width
 
 
 def _id(nodeid: str) -> str:

@@ -311,3 +311,12 @@ def test_the_run_stops_at_a_crash_after_x_or_too_many(
     assert sorted(by_test(report)) == ["test_before", "test_crashes[1]"]
     assert report.exit_code == pytest.ExitCode.INTERRUPTED
     assert "stopped after 1 crashed test; the tests after it did not run" in report.output
+
+
+@pytest.mark.usefixtures("child_environ")
+def test_the_child_tells_the_parent_what_the_device_claims(tmp_path: Path) -> None:
+    """``zyx conformance`` runs the suite in a child: the claims it certifies come back."""
+    source = 'import pytest\n\n@pytest.mark.zyx_area("pool")\ndef test_ok():\n    pass\n'
+    report = run_crashing(tmp_path, source=source)
+    assert report.claims is not None and report.claims.device == "host"
+    assert "f32" in report.claims.dtypes and report.certified

@@ -3,8 +3,10 @@
 :func:`run` runs ``pytest --pyargs zyx.testing --zyx-backend NAME`` in this process with a
 small collector plugin, and returns a :class:`Report`: every test's outcome with its
 contract area (the ``zyx_area`` marker), the skip reasons, the failures' one-line messages,
-and pytest's own output. :meth:`Report.renderable` draws it for a terminal; nothing here
-prints.
+pytest's own output, and what the device claims (:class:`~zyx.testing.certificate.Claims`),
+which a run certifies unless it certifies nothing (the interpreter, no f32, most tests
+skipped: :func:`~zyx.testing.certificate.refusals`). :meth:`Report.renderable` draws it
+for a terminal; nothing here prints.
 
 :func:`run_isolated` (what the command uses) runs the same in a child process, so that a
 backend that crashes its process (a segfault in a native call) fails the test it crashed
@@ -34,7 +36,8 @@ from rich.table import Table
 from rich.text import Text
 
 from zyx.testing._suite import CRASHES
-from zyx.testing.plugin import AREAS
+from zyx.testing.certificate import Claims, refusals
+from zyx.testing.plugin import AREAS, device_under_test
 
 SUITE = ("--pyargs", "zyx.testing")
 """What pytest collects by default: the conformance suite shipped in zyx-core."""
@@ -44,6 +47,10 @@ MESSAGE_CHARS = 300
 
 MAX_CRASHES = 20
 """:func:`run_isolated` stops after this many tests crashed their process."""
+
+NOT_CERTIFIED = 6
+"""The command's exit status where every test passed but the run certifies nothing (pytest's
+own statuses are 0 to 5)."""
 
 NO_AREA = "(no area)"
 """The area of a test without a ``zyx_area`` marker, or of a module that failed to import."""
@@ -79,11 +86,31 @@ class Report:
     error (an unusable backend is one), 5 no tests collected."""
     output: str
     """What pytest wrote to the terminal, for when its exit code needs explaining."""
+    claims: Claims | None = None
+    """What the device under test claims; ``None`` where none was opened."""
 
     @property
     def ok(self) -> bool:
         """Every test passed or skipped with a reason."""
         return self.exit_code == pytest.ExitCode.OK
+
+    def refusals(self) -> list[str]:
+        """Why the run certifies nothing, whatever passed; ``[]`` where it certifies."""
+        skipped = len(self.with_outcome(Outcome.SKIPPED))
+        return refusals(self.claims, len(self.results), skipped)
+
+    @property
+    def certified(self) -> bool:
+        """Every test passed or skipped, and the run certifies what the device claims."""
+        return self.ok and not self.refusals()
+
+    @property
+    def command_status(self) -> int:
+        """``zyx conformance``'s exit status: pytest's where it is not 0, else 0 where the
+        run certifies the device and ``NOT_CERTIFIED`` where it does not."""
+        if not self.ok:
+            return self.exit_code
+        return NOT_CERTIFIED if self.refusals() else 0
 
     def counts(self) -> dict[str, Counter[Outcome]]:
         """Outcomes per area, areas in the suite's order, unknown ones after them."""
@@ -111,11 +138,24 @@ class Report:
             parts.append(_failure_table(failed))
         if self.exit_code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
             parts.append(pytest_says)
+        parts.append(self._verdict())
         return Group(*parts)
 
+    def _verdict(self) -> Text:
+        """What the run certifies (the claims), or why it certifies nothing."""
+        claims, reasons = self.claims, self.refusals()
+        if reasons or claims is None:
+            return Text(f"NOT certified: {'; '.join(reasons)}", style="bold red")
+        if not self.ok:
+            return Text(f"NOT certified: {claims.device} fails tests of what it claims",
+                        style="bold red")  # fmt: skip
+        return Text(f"certified: {claims.device} ({claims.name}), {claims.summary()}",
+                    style="green")  # fmt: skip
+
     def _area_table(self) -> Table:
+        label = " (IR interpreter)" if self.claims is not None and self.claims.interpreted else ""
         table = Table("area", "passed", "failed", "skipped",
-                      title=f"zyx conformance: {self.backend}")  # fmt: skip
+                      title=f"zyx conformance: {self.backend}{label}")  # fmt: skip
         total: Counter[Outcome] = Counter()
         for area, counts in self.counts().items():
             table.add_row(area, *_cells(counts))
@@ -135,7 +175,8 @@ def run(backend: str, pytest_args: Sequence[str] = (), suite: Sequence[str] = SU
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         exit_code = pytest.main(_pytest_args(backend, pytest_args, suite), plugins=[collector])
-    return Report(backend, tuple(collector.results()), int(exit_code), output.getvalue())
+    results, output_text = tuple(collector.results()), output.getvalue()
+    return Report(backend, results, int(exit_code), output_text, collector.claims)
 
 
 def run_isolated(
@@ -173,7 +214,8 @@ def run_isolated(
                 )
                 exit_code = pytest.ExitCode.INTERRUPTED
                 break
-    return Report(backend, tuple(collector.results()), int(exit_code), "".join(outputs))
+    results = tuple(collector.results())
+    return Report(backend, results, int(exit_code), "".join(outputs), collector.claims)
 
 
 def _pytest_args(backend: str, pytest_args: Sequence[str], suite: Sequence[str]) -> list[str]:
@@ -192,6 +234,8 @@ def _replay(journal: Path, collector: _Collector) -> tuple[Result | None, int]:
             collector.add(Result(**{**event, "outcome": Outcome(event["outcome"])}))
         elif kind == "config":
             maxfail = int(event["maxfail"])
+        elif kind == "claims":
+            collector.claims = Claims(**event)
         else:  # a test's start, or its finish
             running = (
                 Result(event["test"], event["area"], Outcome.FAILED) if kind == "start" else None
@@ -227,6 +271,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self._results: dict[str, Result] = {}
+        self.claims: Claims | None = None
 
     def results(self) -> list[Result]:
         return list(self._results.values())
@@ -236,6 +281,15 @@ class _Collector:
         previous = self._results.get(result.test)
         if previous is None or _RANK[result.outcome] > _RANK[previous.outcome]:
             self._results[result.test] = result
+
+    @pytest.hookimpl(trylast=True)  # after zyx.testing.plugin's opened the device
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        device = device_under_test(session.config)
+        if device is not None:
+            self.note(Claims.of(device))
+
+    def note(self, claims: Claims) -> None:
+        self.claims = claims
 
     @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -323,7 +377,11 @@ class _Journal(_Collector):
         super().add(result)
         self._write(event="result", **{**asdict(result), "outcome": result.outcome.value})
 
-    def _write(self, **event: str | int) -> None:
+    def note(self, claims: Claims) -> None:
+        super().note(claims)
+        self._write(event="claims", **asdict(claims))
+
+    def _write(self, **event: object) -> None:
         self._file.write(json.dumps(event) + "\n")
 
     @pytest.hookimpl

@@ -12,7 +12,8 @@ quarantined, disabled) ends the session at once with the reason zyx gives, never
 
 Every suite test carries ``@pytest.mark.zyx_area(AREA)`` (pool, device, dtype, numerics,
 errors, threads); the area is also recorded in the test reports' ``user_properties`` (and so
-in JUnit XML), and the terminal summary counts outcomes per area.
+in JUnit XML), and the terminal summary counts outcomes per area and says whether the run
+certifies the device (:mod:`zyx.testing.certificate`).
 """
 
 from __future__ import annotations
@@ -68,9 +69,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(f"--zyx-backend {name}: {error}") from error
 
 
+def device_under_test(config: pytest.Config) -> Device | None:
+    """The device ``--zyx-backend`` opened, if any."""
+    return config.stash.get(_DEVICE, None)
+
+
 def pytest_report_header(config: pytest.Config) -> str | None:
-    device = config.stash.get(_DEVICE, None)
-    return None if device is None else f"zyx backend under test: {device.name} ({device.info.name})"
+    device = device_under_test(config)
+    if device is None:
+        return None
+    from zyx.testing.certificate import INTERPRETED
+
+    label = f"; it {INTERPRETED}" if device.interpreted else ""
+    return f"zyx backend under test: {device.name} ({device.info.name}){label}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -114,3 +125,9 @@ def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
     for area in sorted(counts, key=lambda a: (AREAS.index(a) if a in AREAS else len(AREAS), a)):
         tally = ", ".join(f"{counts[area][o]} {o}" for o in _OUTCOMES if counts[area][o])
         terminalreporter.write_line(f"{area:<10}{tally}")
+    from zyx.testing.certificate import Claims, refusals
+
+    skipped = sum(area["skipped"] for area in counts.values())
+    reasons = refusals(Claims.of(device), len(worst), skipped)
+    verdict = f"NOT certified: {'; '.join(reasons)}" if reasons else "certified, as claimed"
+    terminalreporter.write_line(verdict, red=bool(reasons), green=not reasons)

@@ -67,7 +67,8 @@ def test_group_count_follows_a_variable(device: Device, local: int, require: Req
     kernel = axpb(DType.F32, local)
     rng = np.random.default_rng(1)
     with compiled(device, kernel) as program:
-        for n in (1, local - 1, local, local + 1, 5 * local + 3, 4099):
+        # local - 1 is no size where a group holds one work-item (a 0-byte buffer)
+        for n in sorted({1, local - 1, local, local + 1, 5 * local + 3, 4099} - {0}):
             args: list[HostArg] = [
                 random(rng, DType.F32, n),
                 poisoned(DType.F32, n + local),
