@@ -66,3 +66,17 @@ def test_library_prints_nothing_without_zyx_debug(environ: dict[str, str]) -> No
     done = run(environ)
     assert done.returncode == 0, done.stderr
     assert (done.stdout, done.stderr) == ("", "")
+
+
+def test_import_zyx_configures_no_logging(environ: dict[str, str]) -> None:
+    """``ZYX_DEBUG`` takes effect when zyx first opens its registry, not at ``import zyx``:
+    importing a library leaves the application's logging as it was."""
+    code = "import logging, zyx; d = logging.getLogger('zyx.dev'); print(d.level, d.handlers)"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**environ, "ZYX_DEBUG": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.stdout, done.stderr) == ("0 []\n", "")

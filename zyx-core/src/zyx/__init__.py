@@ -9,7 +9,7 @@ touched.
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from zyx import debug
+from zyx import debug  # noqa: F401 (its NullHandler keeps zyx's records off stderr)
 from zyx.errors import (
     BackendError,
     ConfigError,
@@ -66,6 +66,3 @@ def __dir__() -> list[str]:
     from zyx.array import __all__ as names
 
     return sorted(set(globals()) | set(_LAZY) | set(names))
-
-
-debug.setup()

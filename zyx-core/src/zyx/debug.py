@@ -6,7 +6,10 @@ one channel's logger to ``DEBUG`` with a handler on stderr::
     ZYX_DEBUG=33 python train.py     # 1 devices + 32 launches and copies
 
 Without ``ZYX_DEBUG`` zyx adds no handler but a ``NullHandler``: what an application does
-with the ``zyx.*`` loggers is its own choice.
+with the ``zyx.*`` loggers is its own choice. ``import zyx`` turns nothing on: ``setup``
+runs when zyx first makes its process registry (the first ``zyx.device()``,
+``zyx.devices()`` or ``zyx.configure()``, which every array op on a device goes through);
+a program that opens a backend's devices itself calls it first.
 """
 
 from __future__ import annotations

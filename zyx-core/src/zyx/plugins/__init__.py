@@ -31,6 +31,7 @@ from typing import Any
 
 import pluggy
 
+from zyx import debug
 from zyx.backend import Device
 from zyx.config import CONFIGURE, Config, RawConfig, Setting, flatten
 from zyx.plugins.discovery import ENTRY_POINT_GROUP, Discovery
@@ -171,10 +172,12 @@ _registry_lock = threading.Lock()
 
 
 def registry() -> Registry:
-    """The process's registry, created on first call from ``os.environ``."""
+    """The process's registry, created on first call from ``os.environ``; ``ZYX_DEBUG``
+    turns its logging channels on then (``zyx.debug.setup``), not at ``import zyx``."""
     global _registry
     with _registry_lock:
         if _registry is None:
+            debug.setup()
             _registry = Registry()
         return _registry
 
