@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from zyx.device_info import DeviceInfo
 from zyx.dtypes import DType
 from zyx.errors import IRError
 from zyx.ir.ops import (
@@ -34,9 +33,6 @@ from zyx.ir.ops import (
     Where,
     format_op,
 )
-
-if TYPE_CHECKING:
-    from zyx.backend import DeviceInfo
 
 _INT_ONLY_BINARY = frozenset({BOp.BITXOR, BOp.BITOR, BOp.BITAND, BOp.SHL, BOp.SHR})
 _BOOL_ONLY_BINARY = frozenset({BOp.OR, BOp.AND})
