@@ -2,7 +2,8 @@
  *
  * launch: cuLaunchKernel with plain ints, no conversion objects: the driver's entry point
  * is bound once (bind), the kernel arguments are already packed in a void** block.
- * Launcher: a program's whole launch in C where it repeats an earlier one (below).
+ * Launcher: a kernel's whole launch in C where it repeats an earlier one (below), under
+ * the device's Lock (tracker.c's, which this module exports too).
  * upload, download: one staging lane's part of a host<->device copy (see staging.py),
  * without the GIL: per chunk it claims, wait for the slot, copy into or out of it, and the
  * DMA; in Python each chunk cost a GIL handoff per driver call.

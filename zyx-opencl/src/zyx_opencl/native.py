@@ -1,9 +1,9 @@
 """zyx-opencl's native enqueue (``native.c``, built by ``zyx.native``), or ``None``.
 
 ``enqueue`` (``enqueue_function()``) calls ``clEnqueueNDRangeKernel`` with plain ints and no
-event out; pyopencl's binding always creates one (about 1.8 µs of host time per launch on
-NVIDIA's OpenCL, 0.3-0.8 on PoCL). ``Enqueuer`` (``enqueuer_type()``) runs a program's
-submit and enqueue in C where a launch repeats the shape of an earlier one, and
+event out; pyopencl's binding always creates one, at a cost in host time per launch
+(BENCHMARKS.md). ``Enqueuer`` (``enqueuer_type()``) runs a kernel's submit and enqueue in
+C where a launch is a plain one (``zyx_opencl.program``), and
 ``enqueue_window`` (``window_loop()``) the scheduler's loop over its window
 (``zyx_opencl.scheduler``). The entry points are taken from the ICD loader pyopencl
 itself loaded (its wheel bundles one), else the system's; the loader dispatches through

@@ -1,5 +1,8 @@
 """The host device: kernels compiled to C and run on the CPU's cores, synchronously.
 
+A kernel is launched in ``HostDevice.launch``, which checks the arguments under the pool's
+lock and runs the program (``CompiledProgram.run``: one ctypes call of its C function).
+
 Where no C compiler works (none installed, or ``ZYX_HOST_COMPILER=none``), the same
 kernels run in the numpy interpreter; the device's ``info.name`` and the ``zyx.dev`` log say
 so. Launches return when the kernel has finished: the host has nothing to overlap with.
