@@ -40,8 +40,31 @@ def test_devices_lists_the_host(monkeypatch: pytest.MonkeyPatch, environ: dict[s
     code, out, _ = invoke(monkeypatch, environ, "devices")
     assert code == 0
     rows = [line.split() for line in out.splitlines()]
-    assert any(row[:2] == ["host", "host"] and "f32" in row for row in rows)
+    assert any(row[:2] == ["host", "host"] and "TFLOP/s" in row for row in rows)
+    lines = out.splitlines()
+    named = lines.index(next(line for line in lines if line.startswith("host: ")))
+    assert "f32" in lines[named + 1].split()  # the dtypes below the name
     assert "missing: quarantined (see `zyx doctor`)" not in out  # a plugin, not a backend
+
+
+def test_devices_read_at_80_columns(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    """The host's name, a table cell, wrapped to 14 lines of 7 characters."""
+    monkeypatch.setattr(zyx.plugins, "_registry", Registry(environ, (HOST,)))
+    result = CliRunner().invoke(app, ["devices"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    (row,) = [line.split() for line in lines if line.split()[:2] == ["host", "host"]]
+    assert row[3] == "GiB" and row[5:] == ["TFLOP/s", "1024", "1"]  # one line, whole
+    assert len(lines) <= 10, result.stdout
+
+
+def test_version_names_the_core_and_the_plugin_api() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"zyx-core {zyx.__version__}, plugin API 1.0"
 
 
 def test_devices_with_nothing_usable_is_an_error(
@@ -55,7 +78,8 @@ def test_doctor_reports_plugins_libraries_and_config(
     monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
 ) -> None:
     code, out, _ = invoke(monkeypatch, {**environ, "ZYX_TPU__CORES": "4"}, "doctor")
-    assert code == 0
+    assert code == 1, "it reports a quarantined plugin"
+    assert out.rstrip().endswith("1 problem: plugin missing is quarantined")
     assert "host (zyx-core" in out or "host (zyx.host.plugin): loaded" in out
     assert "missing (zyx_missing_backend.plugin): quarantined" in out
     assert "No module named 'zyx_missing_backend'" in out
@@ -72,7 +96,7 @@ def test_plugins_that_call_sys_exit_do_not_end_the_command(
         EntryPoint("exits", "zyx_test_exits", ENTRY_POINT_GROUP),
     )
     code, out, _ = invoke(monkeypatch, environ, command, entry_points=(HOST, *exiting))
-    assert code == 0
+    assert code == (0 if command == "devices" else 1)  # the doctor reports the quarantines
     if command == "devices":
         assert "exitopen: quarantined (see `zyx doctor`)" in out
     else:
@@ -87,7 +111,8 @@ def test_config_show_names_each_source(
     assert code == 0
     rows = {tuple(cell.strip() for cell in line.split("│")[1:4]) for line in out.splitlines()}
     assert ("host.threads", "2", "ZYX_HOST__THREADS") in rows
-    assert ("autotune.enabled", "True", "default") in rows
+    assert ("autotune.enabled", "true", "default") in rows  # JSON, as a config file has it
+    assert ("default_device", "null", "default") in rows
 
 
 def test_invalid_config_is_one_red_message_without_traceback(
@@ -179,13 +204,15 @@ def test_doctor_reports_a_default_device_that_is_not_there(
     monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
 ) -> None:
     code, out, _ = invoke(monkeypatch, {**environ, "ZYX_DEFAULT_DEVICE": "host:3"}, "doctor")
-    assert code == 0
+    assert code == 1 and "the configured default_device is unusable" in out
     assert (
         "error: default_device = 'host:3' (from ZYX_DEFAULT_DEVICE): "
         "backend 'host' has no device 'host:3' (its devices: host)"
     ) in out
-    code, out, _ = invoke(monkeypatch, {**environ, "ZYX_DEFAULT_DEVICE": "host"}, "doctor")
+    environ["ZYX_DEFAULT_DEVICE"] = "host"
+    code, out, _ = invoke(monkeypatch, environ, "doctor", entry_points=(HOST,))
     assert "default_device = 'host' (from ZYX_DEFAULT_DEVICE): host" in out
+    assert code == 0 and "problem" not in out, "nothing to report"
 
 
 BADSPECS = EntryPoint("badspecs", "zyx_test_badspecs", ENTRY_POINT_GROUP)

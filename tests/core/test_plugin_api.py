@@ -82,7 +82,7 @@ def test_asking_for_a_refused_plugin_names_both_versions(plugin_venv: PluginVenv
 
 def test_doctor_shows_the_refusal_and_the_core_version(plugin_venv: PluginVenv) -> None:
     done = plugin_venv.zyx("doctor", env={"COLUMNS": "200"})
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # it reports the refused plugins
     assert f"{CORE}, plugin API 1.0," in done.stdout
     assert "badapi (zyx-test-badapi 0.1.0): quarantined" in done.stdout
     assert (

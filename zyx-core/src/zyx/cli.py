@@ -2,12 +2,15 @@
 ``conformance``.
 
 A user error (bad config, unusable backend) prints one message in red and exits 1, never
-a traceback; a traceback means a bug in zyx or a plugin.
+a traceback; a traceback means a bug in zyx or a plugin. ``zyx doctor`` exits 1 too where
+it reports a problem. Output stays readable at 80 columns: long names go below tables,
+not into their cells.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import platform
 from collections.abc import Callable
 from pathlib import Path
@@ -60,6 +63,23 @@ def user_errors(command: Callable[P, R]) -> Callable[P, R]:
     return run
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        major, minor = PLUGIN_API_VERSION
+        out.print(f"zyx-core {zyx.__version__}, plugin API {major}.{minor}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """zyx: a compute framework whose backends are plugins."""
+
+
 def describe(error: BaseException) -> str:
     """The error's message, and that of the exception that caused it unless it says so."""
     cause, text = error.__cause__, str(error)
@@ -79,17 +99,18 @@ def devices() -> None:
     if not found:
         err.print("[red]error: no backend opened a device; `zyx doctor` says why[/red]")
         raise typer.Exit(1)
-    rows = [_device_row(device) for device in found]
     table = Table("backend", box=box.SIMPLE_HEAD)
     # The device string is what users type: never shorten it.
     table.add_column("device", min_width=max(len(device.name) for device in found))
-    table.add_column("name", overflow="fold")
     for heading in ("memory", "compute", "local threads", "warp"):
-        table.add_column(heading, justify="right")
-    table.add_column("dtypes", overflow="fold")
-    for row in rows:
-        table.add_row(*row)
+        table.add_column(heading, justify="right", no_wrap=True)
+    for device in found:
+        table.add_row(*_device_row(device))
     out.print(table)
+    # Names and dtype lists are long: on lines of their own, they wrap as text does.
+    for device in found:
+        out.print(f"{escape(device.name)}: {escape(device.info.name)}")
+        out.print(f"  dtypes: {' '.join(_stored_dtypes(device))}")
     unusable = [b for b in reg.backends() if not b.usable]
     for backend in unusable:
         out.print(f"[yellow]{backend.name}: {backend.state.value} (see `zyx doctor`)[/yellow]")
@@ -97,17 +118,19 @@ def devices() -> None:
 
 def _device_row(device: Device) -> list[str]:
     info = device.info
-    dtypes = [d.value for d, caps in info.dtypes.items() if caps & DTypeCapability.STORAGE]
     return [
         device.backend,
         device.name,
-        info.name,
         _bytes(info.global_mem_size),
         f"{info.compute / 1e12:.2f} TFLOP/s",
         str(info.max_local_threads),
         str(info.warp_size),
-        " ".join(dtypes),
     ]
+
+
+def _stored_dtypes(device: Device) -> list[str]:
+    caps = device.info.dtypes
+    return [d.value for d, cap in caps.items() if cap & DTypeCapability.STORAGE]
 
 
 @app.command()
@@ -117,7 +140,8 @@ def doctor(
         bool, typer.Option("--explain", help="Also say which device zyx.device() picks, and why.")
     ] = False,
 ) -> None:
-    """Show each plugin's state and why, the native libraries found, and the config read."""
+    """Show each plugin's state and why, the native libraries found, and the config read.
+    Exits 1 where something is quarantined or the configured default device is unusable."""
     reg = registry()
     major, minor = PLUGIN_API_VERSION
     out.print(
@@ -144,23 +168,34 @@ def doctor(
         out.print("  none reported")
     out.print("\n[bold]config[/bold]")
     _print_config(reg.config, reg.warnings)
-    if reg.config.values.default_device is not None:
-        _print_default_device()
+    problems = [
+        f"{kind} {record.name} is quarantined"
+        for kind, records in (("plugin", reg.plugins()), ("backend", reg.backends()))
+        for record in records
+        if record.state is State.QUARANTINED
+    ]
+    if reg.config.values.default_device is not None and not _print_default_device():
+        problems.append("the configured default_device is unusable")
     if explain:
         device, why = reg.choose()
         out.print(f"\n[bold]default device[/bold]: {escape(device.name)}")
         for step in why:
             out.print(f"  {escape(step)}")
+    if problems:
+        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
+        out.print(f"\n[red]{count}: {escape('; '.join(problems))}[/red]")
+        raise typer.Exit(1)
 
 
-def _print_default_device() -> None:
-    """Whether the configured ``default_device`` names a device that opened."""
+def _print_default_device() -> bool:
+    """Say whether the configured ``default_device`` names a device that opened; return it."""
     try:
         device, why = registry().choose()
     except ZyxError as error:
         out.print(f"  [red]error: {escape(describe(error))}[/red]", soft_wrap=True)
-        return
+        return False
     out.print(f"  {escape(why[0])}: [green]{escape(device.name)}[/green]")
+    return True
 
 
 def _print_standing(title: str, state: State, reason: str, note: str = "") -> None:
@@ -197,7 +232,7 @@ def config_show() -> None:
     reg = registry()
     table = Table("field", "value", "source")
     for field, value, source in reg.config.rows():
-        table.add_row(field, escape(repr(value)), escape(source))
+        table.add_row(field, escape(json.dumps(value)), escape(source))  # JSON, as written
     out.print(table)
     _print_config(reg.config, reg.warnings)
 
@@ -248,8 +283,7 @@ def conformance(
         list[str] | None, typer.Argument(help="after --, passed to pytest: -- -k dtype -x")
     ] = None,
 ) -> None:
-    """Run the conformance suite against a backend; results per contract area, and what
-    the run certifies.
+    """Run the conformance suite on a backend: results per area, and what the run certifies.
 
     Exits with pytest's status where it is not 0; else 0 where the run certifies the device
     and 6 where it certifies nothing (the IR interpreter, no f32, most tests skipped).
