@@ -44,13 +44,14 @@ BOOL, INTEGER, FLOAT = "boolean", "integer", "floating-point"
 NUMERIC = (INTEGER, FLOAT)
 INTEGER_OR_BOOL = (INTEGER, BOOL)
 ANY = (BOOL, INTEGER, FLOAT)
+Kinds = tuple[str, ...] | str
 
 
 def _kind(dtype: DType) -> str:
     return BOOL if dtype is DType.BOOL else FLOAT if dtype.is_float else INTEGER
 
 
-def _check_kind(name: str, dtype: DType, kinds: tuple[str, ...] | str) -> None:
+def _check_kind(name: str, dtype: DType, kinds: Kinds) -> None:
     kinds = (kinds,) if isinstance(kinds, str) else kinds
     if _kind(dtype) not in kinds:
         raise TypeError(f"{name} takes {' or '.join(kinds)} arrays, got {dtype_name(dtype)}")
@@ -92,7 +93,7 @@ def _and(a: Node, b: Node) -> Node:
 # ---- applying a function to arrays ---------------------------------------------------------
 
 
-def _unary(name: str, x: Any, kinds: tuple[str, ...] | str, math_op: bool = False) -> Tensor:
+def _unary(name: str, x: Any, kinds: Kinds, math_op: bool = False) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} takes an array, got {type(x).__name__}")
     _check_kind(name, x.dtype, kinds)
@@ -103,7 +104,7 @@ def _unary(name: str, x: Any, kinds: tuple[str, ...] | str, math_op: bool = Fals
 
 
 def _binary(
-    name: str, x1: Any, x2: Any, kinds: tuple[str, ...] | str, math_op: bool = False
+    name: str, x1: Any, x2: Any, kinds: Kinds, math_op: bool = False
 ) -> tuple[Node, Node, DType]:
     """Both operands as nodes of one dtype and one (broadcast) shape."""
     if not isinstance(x1, Tensor) and not isinstance(x2, Tensor):
@@ -307,6 +308,11 @@ def _shift(op: BOp) -> Callable[[Node, Node], Node]:
 
 
 def _logaddexp(a: Node, b: Node) -> Node:
+    """``max(a, b) + log1p(exp(-|a - b|))``. float16 and bfloat16 compute it in float32 and
+    round once: rounded after each of its ops, bfloat16 came out 12 ulps off."""
+    if a.dtype in (DType.F16, DType.BF16):
+        wide = _logaddexp(nodes.cast(a, DType.F32), nodes.cast(b, DType.F32))
+        return nodes.cast(wide, a.dtype)
     big = _extremum(BOp.MAX)(a, b)
     gap = _un(UOp.ABS, _bin(BOp.SUB, a, b))
     tail = _bin(BOp.ADD, big, _un(UOp.LOG1P, _un(UOp.EXP, _un(UOp.NEG, gap))))
