@@ -86,6 +86,16 @@ def test_entry_points_are_prefixed_and_bounded() -> None:
     assert _Plain().render(_kernel(long)).name in names  # the same name each time
 
 
+def test_an_f64_to_f16_cast_rounds_the_double_once() -> None:
+    """CDialect's default converted the double to float and rounded that to f16: twice."""
+    kb = KernelBuilder("narrow")
+    x, out = kb.param(DType.F64), kb.param(DType.F16, ParamKind.GLOBAL_MUT)
+    i = kb.local(0, 1)
+    out[i] = x[i].cast(DType.F16)
+    code = _Plain().render(kb.build()).code
+    assert "= round_f16(v3);" in code and "(float)" not in code, code
+
+
 def test_identifiers_are_sanitized() -> None:
     assert sanitize("int") == "int_"
     assert sanitize("exp") == "exp_"

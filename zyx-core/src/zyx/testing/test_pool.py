@@ -28,6 +28,11 @@ def read_all(pool: MemoryPool, buf: Buffer) -> np.ndarray:
     return out
 
 
+def test_the_pool_has_a_name(pool: MemoryPool) -> None:
+    """``MemoryPool`` has none of its own, and every error it raises names the pool."""
+    assert isinstance(pool.name, str) and pool.name
+
+
 def test_allocate_gives_one_reference(alloc: Allocations, pool: MemoryPool) -> None:
     buf = alloc(NBYTES)
     assert (buf.pool, buf.nbytes, buf.refcount) == (pool, NBYTES, 1)
