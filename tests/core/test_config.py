@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from pydantic import PositiveInt
 
+import zyx
+import zyx.plugins
 from zyx.config import (
     CONFIGURE,
     MAX_DEPTH,
@@ -23,7 +25,7 @@ from zyx.config import (
     read_file,
     validate,
 )
-from zyx.errors import ConfigError
+from zyx.errors import ConfigError, ConfigWarning
 from zyx.plugins import ENTRY_POINT_GROUP, Registry
 
 HOST = EntryPoint("host", "zyx.host.plugin", ENTRY_POINT_GROUP)
@@ -400,3 +402,21 @@ def test_every_problem_is_kept_in_the_error() -> None:
     assert sorted(fields) == ["default_devic", "q.extra", "q.queues"]
     assert "(and 2 more problems)" in str(caught.value)
     assert all("more problem" not in problem.alone for problem in caught.value.problems)
+
+
+def test_configure_of_a_section_no_backend_owns_warns_as_a_file_does(
+    environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``zyx.configure(hots=...)`` (a typo of host) was accepted without a word."""
+    monkeypatch.setattr(zyx.plugins, "_registry", registry(environ))
+    with pytest.warns(
+        ConfigWarning, match=r"section 'hots' \(from zyx.configure\(\)\) is for a backend"
+    ) as caught:
+        zyx.configure(hots={"threads": 2})
+    assert "did you mean 'host'?" in str(caught[0].message)
+    assert caught[0].filename == __file__, "the warning points at the caller"
+    write_config(environ, {"hots": {"threads": 2}})
+    assert registry(environ).warnings == [
+        f"section 'hots' (from {Path(environ['XDG_CONFIG_HOME']) / 'zyx' / 'config.json'}) is "
+        "for a backend that is not installed; ignored; did you mean 'host'?"
+    ]

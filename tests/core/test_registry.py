@@ -97,6 +97,22 @@ def test_autoload_off_loads_nothing(environ: dict[str, str]) -> None:
         reg.device("host")
 
 
+@pytest.mark.parametrize(
+    ("value", "off"), [("true", True), ("On", True), ("0", False), ("no", False)]
+)
+def test_autoload_takes_the_boolean_words(environ: dict[str, str], value: str, off: bool) -> None:
+    reg = make({**environ, "ZYX_DISABLE_PLUGIN_AUTOLOAD": value}, HOST)
+    assert [p.state for p in reg.plugins()] == [State.DISABLED if off else State.LOADED]
+
+
+def test_autoload_set_to_anything_else_is_a_config_error(environ: dict[str, str]) -> None:
+    """``junk`` turned autoloading off, silently."""
+    reg = make({**environ, "ZYX_DISABLE_PLUGIN_AUTOLOAD": "junk"}, HOST)
+    with pytest.raises(ConfigError) as caught:
+        reg.device()
+    assert caught.value.source == "ZYX_DISABLE_PLUGIN_AUTOLOAD" and caught.value.value == "junk"
+
+
 def test_zyx_plugins_loads_only_those_listed(environ: dict[str, str]) -> None:
     reg = make({**environ, "ZYX_PLUGINS": "host, ghost"}, HOST, MISSING)
     missing = {p.name: p for p in reg.plugins()}["missing"]

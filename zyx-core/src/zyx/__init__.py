@@ -13,6 +13,7 @@ from zyx import debug  # noqa: F401 (its NullHandler keeps zyx's records off std
 from zyx.errors import (
     BackendError,
     ConfigError,
+    ConfigWarning,
     DeviceNotFoundError,
     ErrorStatus,
     IRError,
@@ -41,7 +42,7 @@ the array namespace (``zyx.array.__all__``) is too."""
 __array_api_version__ = "2024.12"
 
 __all__ = [
-    "BackendError", "ConfigError", "DeviceNotFoundError", "ErrorStatus", "IRError",
+    "BackendError", "ConfigError", "ConfigWarning", "DeviceNotFoundError", "ErrorStatus", "IRError",
     "PluginError", "ZyxError",
     "__version__", "configure", "device", "devices",
 ]  # fmt: skip

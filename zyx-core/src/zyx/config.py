@@ -26,11 +26,12 @@ are problems like any other.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import sys
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
@@ -273,6 +274,8 @@ class Config:
     """Sections for backends that are not installed, or that could not be checked (ignored)."""
     unchecked: tuple[str, ...] = ()
     """Sections set but not checked: their plugin is installed but did not load."""
+    ignored: Mapping[str, str] = field(default_factory=dict)
+    """Each section ignored with a warning, and the warning (also in ``warnings``)."""
 
     def section(self, name: str) -> BaseModel:
         """The section of core part or backend ``name``."""
@@ -338,15 +341,22 @@ def validate(
             first.source, first.field, first.value, first.problem, others=problems[1:]
         )
     unchecked = {name: why for name, why in (unchecked or {}).items() if name in ignored}
-    warnings = tuple(
-        f"section {name!r} (from {source}) is for a backend that is not installed; ignored"
+    notes = {
+        name: f"section {name!r} (from {source}) is for a backend that is not installed; "
+        f"ignored{_did_you_mean(name, known - SCALARS)}"
         if name not in installed
         else f"section {name!r} (from {source}) was not checked: {unchecked[name]}"
         for name, source in ignored.items()
         if name not in installed or name in unchecked
-    )
+    }
     sources = {path: s.source for path, s in raw.items() if path[0] in known}
-    return Config(values, sources, files, warnings, tuple(unchecked))
+    return Config(values, sources, files, tuple(notes.values()), tuple(unchecked), notes)
+
+
+def _did_you_mean(name: str, sections: Collection[str]) -> str:
+    """``"; did you mean 'host'?"`` where ``name`` is close to one of ``sections``."""
+    close = difflib.get_close_matches(name, sorted(sections), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _key_problem(path: FieldPath, known: Collection[str]) -> str:

@@ -86,6 +86,11 @@ class ConfigError(ZyxError):
         return (self, *self.others)
 
 
+class ConfigWarning(UserWarning):
+    """A config value zyx ignores: the section of no installed backend, given to
+    ``zyx.configure()`` (a config file's is a warning that ``zyx doctor`` shows)."""
+
+
 class PluginError(ZyxError):
     """A backend plugin could not be used. Chained (``__cause__``) to the original failure.
 

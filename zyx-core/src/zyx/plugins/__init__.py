@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from importlib.metadata import EntryPoint
@@ -34,6 +35,7 @@ import pluggy
 from zyx import debug
 from zyx.backend import Device
 from zyx.config import CONFIGURE, Config, RawConfig, Setting, flatten
+from zyx.errors import ConfigWarning
 from zyx.plugins.discovery import ENTRY_POINT_GROUP, Discovery
 from zyx.plugins.records import BackendRecord, PluginRecord, Standing, State
 from zyx.plugins.selection import Choice, DeviceNameError, Selection
@@ -109,15 +111,17 @@ class Registry:
         self.plugins()
         return self._discovery.manager
 
-    def configure(self, settings: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
+    def configure(self, settings: Mapping[str, Any] | None = None, /, **fields: Any) -> list[str]:
         """Set config values from code; they win over the file and the environment.
 
         ``configure(cuda={"device_ids": [0]}, default_device="cuda")``, or the same as one
         mapping. Validated now: an invalid value raises ``ConfigError`` and changes
         nothing. The section of a backend whose devices are open can no longer change.
+        Returns the warnings of the sections it ignores, as a config file's: those no
+        installed backend owns (``hots``, ``tpu``).
         """
         with self._lock:
-            self._settings.configure(flatten({**(settings or {}), **fields}, CONFIGURE))
+            return self._settings.configure(flatten({**(settings or {}), **fields}, CONFIGURE))
 
     def check_config(self, raw: RawConfig, files: tuple[Path, ...] = ()) -> Config:
         """Validate ``raw`` on its own (not merged with this process's sources) against the
@@ -198,6 +202,10 @@ def device(name: str | None = None) -> Device:
 def configure(settings: Mapping[str, Any] | None = None, /, **fields: Any) -> None:
     """Set config values from code; they win over the config file and the environment.
 
-    ``zyx.configure(cuda={"device_ids": [0]}, default_device="cuda")``
+    ``zyx.configure(cuda={"device_ids": [0]}, default_device="cuda")``. A section no
+    installed backend owns is ignored with a ``ConfigWarning`` at the caller, as a config
+    file's is with a warning that ``zyx doctor`` shows (a typo such as ``hots``, or a
+    backend not installed here: code written for CUDA machines still runs elsewhere).
     """
-    registry().configure(settings, **fields)
+    for note in registry().configure(settings, **fields):
+        warnings.warn(note, ConfigWarning, stacklevel=2)

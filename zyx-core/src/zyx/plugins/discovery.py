@@ -3,7 +3,9 @@ checked, registered with pluggy and its backends probed, or set aside with the r
 
 Switches, from the environment (read here, before anything is imported):
 
-- ``ZYX_DISABLE_PLUGIN_AUTOLOAD=1`` loads no entry point, the host's included;
+- ``ZYX_DISABLE_PLUGIN_AUTOLOAD=1`` loads no entry point, the host's included (``0`` or
+  unset loads them; ``true``/``false``, ``yes``/``no``, ``on``/``off`` too; any other value
+  is a ``ConfigError``, as it would be in a config file);
 - ``ZYX_PLUGINS=cuda,opencl`` loads only the entry points named;
 - ``<section>.enabled = false`` in any config source disables the plugin of that name,
   which is then not imported at all.
@@ -23,6 +25,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 import zyx
 import zyx.hookspecs
 from zyx.config import CORE_SECTIONS, SCALARS, BackendSection, Setting
+from zyx.errors import ConfigError
 from zyx.hookspecs import BackendSpec, ProbeResult
 from zyx.plugins.records import (
     PLUGIN_FAILURES,
@@ -38,6 +41,7 @@ _log = logging.getLogger("zyx.dev")
 _API = re.compile(r"^(\d+)\.(\d+)$")
 _NAME = re.compile(r"[a-z][a-z0-9_]*")
 _FALSE = frozenset({"", "0", "false", "no", "off"})
+_TRUE = frozenset({"1", "true", "yes", "on"})
 _BOOL = TypeAdapter(bool)
 
 EnabledSetting = Callable[[str], Setting | None]
@@ -120,7 +124,7 @@ class Discovery:
         if self.every_plugin:
             return ""
         autoload = self.environ.get("ZYX_DISABLE_PLUGIN_AUTOLOAD", "")
-        if autoload.strip().lower() not in _FALSE:
+        if _autoload_off(autoload):
             return f"ZYX_DISABLE_PLUGIN_AUTOLOAD={autoload}"
         wanted = self.environ.get("ZYX_PLUGINS", "")
         if wanted.strip() and plugin not in _split(wanted):
@@ -289,6 +293,16 @@ def _spec_refusal(spec: BackendSpec) -> str:
     if not (callable(spec.probe) and callable(spec.open)):
         return "its probe and open must be callables"
     return ""
+
+
+def _autoload_off(text: str) -> bool:
+    """Whether ``ZYX_DISABLE_PLUGIN_AUTOLOAD``'s ``text`` turns autoloading off. A value that
+    is no boolean is a ``ConfigError``: ``junk`` turned it off, silently."""
+    word = text.strip().lower()
+    if word in _TRUE | _FALSE:
+        return word in _TRUE
+    problem = "must be 1 (load no plugin) or 0 (load them), or unset"
+    raise ConfigError("ZYX_DISABLE_PLUGIN_AUTOLOAD", "(plugin autoload)", text, problem)
 
 
 def _is_false(value: Any) -> bool:

@@ -50,10 +50,12 @@ class Settings:
                 _log.warning("config: %s", warning)
         return self._config
 
-    def configure(self, changes: RawConfig) -> None:
+    def configure(self, changes: RawConfig) -> list[str]:
         """Override the file and the environment with ``changes``. Validated now: an invalid
         value raises ``ConfigError`` and changes nothing. The section of a backend whose
-        devices are open can no longer change."""
+        devices are open can no longer change. Returns the warnings of the sections among
+        ``changes`` that are ignored, as a config file's are (no installed backend owns
+        them: a typo, or a backend not installed here)."""
         for path, setting in changes.items():
             record = self._discovery.find(path[0])
             if isinstance(record, BackendRecord) and record.devices is not None:
@@ -76,6 +78,9 @@ class Settings:
                 self._discovery.unload(record)
             self.config  # noqa: B018 (as it was)
             raise
+        sections = dict.fromkeys(path[0] for path in changes)  # each once, in order
+        ignored = self.config.ignored
+        return [ignored[name] for name in sections if name in ignored]
 
     def check(
         self, raw: RawConfig, files: tuple[Path, ...], *, name_unchecked: bool = False
