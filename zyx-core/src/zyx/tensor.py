@@ -332,7 +332,7 @@ def resolve_device(device: Any) -> Device:
 def require(device: Device, dtype: DType, capability: DTypeCapability, what: str) -> None:
     """Raise ``DTypeError`` unless ``device`` can do ``capability`` with ``dtype``."""
     if not device.info.supports(dtype, capability):
-        have = [d.value for d in DType if device.info.supports(d, capability)]
+        have = [_name(d) for d in DType if device.info.supports(d, capability)]
         need = {DTypeCapability.STORAGE: "arrays of", DTypeCapability.ARITHMETIC: "arithmetic on",
                 DTypeCapability.MATH: "math functions on"}.get(capability, "")  # fmt: skip
         raise DTypeError(

@@ -16,7 +16,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any
 
-from zyx.array.dtypes import DEFAULT_FLOAT, DEFAULT_INT, check_dtype
+from zyx.array.dtypes import DEFAULT_FLOAT, DEFAULT_INT, check_dtype, dtype_name
 from zyx.array.manipulation import broadcast_to, reshape
 from zyx.dtypes import DType, DTypeCapability
 from zyx.graph import nodes
@@ -92,7 +92,8 @@ def _host_data(obj: Any, dtype: DType | None) -> Any:
     if data.dtype != dtype.numpy:
         halves = dtype in (DType.F16, DType.BF16) and data.dtype.kind == "f"
         data = dtype.round_array(data) if halves else data.astype(dtype.numpy)
-    return np.ascontiguousarray(data), dtype
+    # Not np.ascontiguousarray: it makes a 0-D array 1-D.
+    return (data if data.flags.c_contiguous else np.ascontiguousarray(data)), dtype
 
 
 def _upload(data_and_dtype: Any, device: Any) -> nodes.Node:
@@ -115,39 +116,48 @@ def full(
     shape: int | Sequence[int], fill_value: bool | int | float, *, dtype: DType | None = None,
     device: Any = None,
 ) -> Tensor:  # fmt: skip
+    return _filled(shape, fill_value, dtype, device, "full")
+
+
+def _filled(
+    shape: int | Sequence[int], value: bool | int | float, dtype: DType | None, device: Any,
+    what: str,
+) -> Tensor:  # fmt: skip
+    """``value`` broadcast to ``shape``: a constant, no memory until realized."""
     dims = _shape(shape)
-    dtype = check_dtype(dtype) if dtype is not None else _scalar_dtype(fill_value)
+    dtype = check_dtype(dtype) if dtype is not None else _scalar_dtype(value)
     target = resolve_device(device)
-    require(target, dtype, DTypeCapability.STORAGE, "full")
-    value = _as_dtype(fill_value, dtype)
-    node = nodes.const(value, dtype, target)
+    require(target, dtype, DTypeCapability.STORAGE, what)
+    node = nodes.const(_as_dtype(value, dtype, what), dtype, target)
     return Tensor(nodes.view(node, View(dims, (), ())))
 
 
-def _as_dtype(value: Any, dtype: DType) -> bool | int | float:
+def _as_dtype(value: Any, dtype: DType, what: str) -> bool | int | float:
     if dtype is DType.BOOL:
         return bool(value)
     if dtype.is_float:
         return float(value)
     if isinstance(value, float):
-        raise TypeError(f"full: a float fill value for an integer dtype {dtype}")
+        raise TypeError(f"{what}: a float value {value} for the integer dtype {dtype_name(dtype)}")
     low, high = dtype.int_range
     if not low <= value <= high:
-        raise OverflowError(f"full: {value} is out of {dtype}'s range")
+        raise OverflowError(
+            f"{what}: {value} is out of {dtype_name(dtype)}'s range [{low}, {high}]"
+        )
     return int(value)
 
 
 def zeros(shape: int | Sequence[int], *, dtype: DType | None = None, device: Any = None) -> Tensor:
-    return full(shape, 0.0 if dtype is None else 0, dtype=dtype or DEFAULT_FLOAT, device=device)
+    return _filled(shape, 0, dtype or DEFAULT_FLOAT, device, "zeros")
 
 
 def ones(shape: int | Sequence[int], *, dtype: DType | None = None, device: Any = None) -> Tensor:
-    return full(shape, 1.0 if dtype is None else 1, dtype=dtype or DEFAULT_FLOAT, device=device)
+    return _filled(shape, 1, dtype or DEFAULT_FLOAT, device, "ones")
 
 
 def empty(shape: int | Sequence[int], *, dtype: DType | None = None, device: Any = None) -> Tensor:
     """An array whose values are unspecified (the standard); zyx gives zeros."""
-    return zeros(shape, dtype=dtype, device=device)
+    return _filled(shape, 0, dtype or DEFAULT_FLOAT, device, "empty")
 
 
 def _like(x: Tensor, dtype: DType | None, device: Any) -> tuple[DType, Any]:
@@ -155,39 +165,33 @@ def _like(x: Tensor, dtype: DType | None, device: Any) -> tuple[DType, Any]:
 
 
 def zeros_like(x: Tensor, /, *, dtype: DType | None = None, device: Any = None) -> Tensor:
-    dt, dev = _like(x, dtype, device)
-    return full(x.shape, 0, dtype=dt, device=dev)
+    return _filled(x.shape, 0, *_like(x, dtype, device), "zeros_like")
 
 
 def ones_like(x: Tensor, /, *, dtype: DType | None = None, device: Any = None) -> Tensor:
-    dt, dev = _like(x, dtype, device)
-    return full(x.shape, 1, dtype=dt, device=dev)
+    return _filled(x.shape, 1, *_like(x, dtype, device), "ones_like")
 
 
 def empty_like(x: Tensor, /, *, dtype: DType | None = None, device: Any = None) -> Tensor:
-    return zeros_like(x, dtype=dtype, device=device)
+    return _filled(x.shape, 0, *_like(x, dtype, device), "empty_like")
 
 
 def full_like(
     x: Tensor, /, fill_value: bool | int | float, *, dtype: DType | None = None, device: Any = None
 ) -> Tensor:
-    dt, dev = _like(x, dtype, device)
-    return full(x.shape, fill_value, dtype=dt, device=dev)
+    return _filled(x.shape, fill_value, *_like(x, dtype, device), "full_like")
 
 
 def _index(shape: tuple[int, ...], dim: int, device: Any) -> nodes.Node:
     return nodes.iota(shape, dim, device)
 
 
-def _affine(index: nodes.Node, dtype: DType, start: float, step: float) -> nodes.Node:
+def _affine(index: nodes.Node, dtype: DType, start: float, step: float, what: str) -> nodes.Node:
     """``start + index * step`` in ``dtype``."""
-    device = index.device
-    shape = index.shape
+    shape, device = index.shape, index.device
     value = nodes.cast(index, dtype)
-    step_node = nodes.view(nodes.scalar(_as_dtype(step, dtype), dtype, device), View(shape, (), ()))
-    start_node = nodes.view(
-        nodes.scalar(_as_dtype(start, dtype), dtype, device), View(shape, (), ())
-    )
+    step_node = _full_node(_as_dtype(step, dtype, what), dtype, shape, device)
+    start_node = _full_node(_as_dtype(start, dtype, what), dtype, shape, device)
     scaled = nodes.binary(BOp.MUL, value, step_node, dtype)
     return nodes.binary(BOp.ADD, scaled, start_node, dtype)
 
@@ -207,8 +211,8 @@ def arange(
     require(target, dtype, DTypeCapability.ARITHMETIC, "arange")
     if dtype.is_int:
         for v in (start, stop - step if size else start):
-            _as_dtype(int(v), dtype)
-    return Tensor(_affine(_index((size,), 0, target), dtype, start, step))
+            _as_dtype(int(v), dtype, "arange")
+    return Tensor(_affine(_index((size,), 0, target), dtype, start, step, "arange"))
 
 
 def linspace(
@@ -226,7 +230,7 @@ def linspace(
     div = (num - 1) if endpoint else num
     step = (stop - start) / div if div > 0 else 0.0
     index = _index((num,), 0, target)
-    values = _affine(index, dtype, float(start), step)
+    values = _affine(index, dtype, float(start), step, "linspace")
     if endpoint and num > 1:  # the last value is ``stop`` exactly, as numpy's
         last = nodes.binary(
             BOp.EQ, index, _full_node(num - 1, DType.I64, (num,), target), DType.BOOL
@@ -268,7 +272,9 @@ def _triangle(x: Tensor, k: int, lower: bool, what: str) -> Tensor:
     if x.ndim < 2:
         raise ValueError(f"{what} needs at least 2 dims, got shape {x.shape}")
     below = _band(x.shape, x.device, k if lower else k - 1, BOp.CMPGE)
-    zero = nodes.view(nodes.const(_as_dtype(0, x.dtype), x.dtype, x.device), View(x.shape, (), ()))
+    zero = nodes.view(
+        nodes.const(_as_dtype(0, x.dtype, what), x.dtype, x.device), View(x.shape, (), ())
+    )
     keep, drop = (x.node, zero) if lower else (zero, x.node)
     return Tensor(nodes.where(below, keep, drop))
 
