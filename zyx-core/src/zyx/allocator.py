@@ -37,7 +37,9 @@ class Allocator:
         self.lock = threading.Lock()
         """Held around every pool call the front end makes (and by the runtime's plans)."""
         self._queue: deque[Buffer] = deque()
-        self._free: dict[MemoryPool, dict[int, list[Buffer]]] = defaultdict(lambda: defaultdict(list))
+        self._free: dict[MemoryPool, dict[int, list[Buffer]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
         self._cached: dict[MemoryPool, int] = defaultdict(int)
         self._limit: dict[MemoryPool, int] = {}
         self._ours: weakref.WeakSet[Buffer] = weakref.WeakSet()

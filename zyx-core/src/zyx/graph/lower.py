@@ -37,6 +37,10 @@ from zyx.ir.ops import INDEX, BOp, Kernel, ParamKind, Storage
 MAP_LOCAL = 256
 """Work-items per group of a map or thread-reduce kernel."""
 
+UNROLL = 4
+"""Elements a reduce kernel's work-item reads per trip of its loop: independent reads in
+flight, which a GPU needs to reach its memory bandwidth from few work-items per row."""
+
 
 class ScheduleError(ZyxError):
     """The scheduler handed lowering a kernel it cannot build: a bug in zyx."""
@@ -366,38 +370,53 @@ class Lowerer:
             flat = x.add(x.mul(row, size), r) if trailing else None
             return Index(x, sizes, dims=dims, flat=flat)
 
-        loops = []
+        def steps(loop: int, source: Node, acc: DType | None) -> _Pass:
+            """``UNROLL`` elements per trip of loop ``loop``: read at a clamped position (so
+            that the reads have no branch and run in parallel), ``identity`` where the
+            position is past the row."""
+            j = x.special("loop", loop, depth=1)
+            stride = x.const(local * UNROLL if spec.group else UNROLL)
+            out = _Pass(j, [])
+            for u in range(UNROLL):
+                offset = x.const(u * local if spec.group else u)
+                r = x.add(x.add(x.mul(j, stride), offset), lid if spec.group else x.const(0))
+                valid = x.lt(r, size)
+                at = full_index(x.where(valid, r, x.const(0)))
+                value = self.value(source, at)
+                if acc is not None:
+                    reduction = spec.passes[loop].arg
+                    empty = x.const(identity(reduction, acc), acc)
+                    value = x.where(valid, x.cast(value, acc), empty)
+                out.steps.append(_Step(r, valid, value, at.flat))
+            return out
+
+        passes = []
         for p, node in enumerate(spec.passes):
-            j = x.special("loop", p, depth=1)
-            r = x.add(x.mul(j, x.const(local)), lid) if spec.group else j
             acc = accumulator(node.arg.op, node.srcs[0].dtype)
-            value = x.cast(self.value(node.srcs[0], full_index(r)), acc)
-            loops.append((j, r, value))
+            passes.append(steps(p, node.srcs[0], acc))
             kind = DType.I64 if node.arg.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) else acc
             self.results[id(node)] = x.cast(x.result(p, kind), node.dtype)
         out = spec.output
         slot = self.slot(out, ParamKind.GLOBAL_MUT)
+        final: _Pass | None = None
+        epilogue: Expr | None = None
         if out.size == rows_n and out.shape != full:
             out_sizes = iter(sizes[d] for d in kept if full[d] != 1)
             at = Index(x, [next(out_sizes) if n != 1 else x.const(1) for n in out.shape], flat=row)
-            final: tuple[Expr, Expr, Expr] | None = None
             epilogue = self.value(out, at)
         else:
-            j = x.special("loop", len(spec.passes), depth=1)
-            r = x.add(x.mul(j, x.const(local)), lid) if spec.group else j
-            at = full_index(r)
-            final, epilogue = (j, r, self.value(out, at)), at.flat
+            final = steps(len(spec.passes), out, None)
         emit, kb = self._begin("r")
         groups = kb.group(0, ceil_div(self._syms[rows.arg], 1 if spec.group else local))
         emit.bind(gid, groups)
         emit.bind(lid, kb.local(0, local))
         write = _Writer(self, emit, kb, size, lid, spec.group)
         if spec.group:
-            write.group_passes(loops)
+            write.passes(passes)
             write.output(self._buffers[slot], final, epilogue, row)
         else:
             with kb.if_(emit.value(x.lt(row, rows))), emit.scope():
-                write.thread_passes(loops)
+                write.passes(passes)
                 write.output(self._buffers[slot], final, epilogue, row)
         groups_n = rows_n if spec.group else -(-rows_n // local)
         return Lowered(kb.build(), self.args + self.sym_args, groups_n)
@@ -413,6 +432,26 @@ class Lowerer:
         return Emitter(kb, self._buffers, self._syms), kb
 
 
+@dataclass
+class _Step:
+    """One element a work-item handles in a trip of a pass's loop."""
+
+    r: Expr
+    """Its position among the row's reduced elements."""
+    valid: Expr
+    """Whether the position is inside the row."""
+    value: Expr
+    """Its value (the reduction's identity where it is not valid)."""
+    at: Expr
+    """The flat position of the full-shape element (for the last pass's store)."""
+
+
+@dataclass
+class _Pass:
+    loop: Expr
+    steps: list[_Step]
+
+
 class _Writer:
     """Writes a reduce kernel's passes and output into its builder."""
 
@@ -423,55 +462,43 @@ class _Writer:
         self.size, self.lid, self.group = size, lid, group
 
     def trips(self) -> Value:
-        """Loop trips over the reduced elements: all of them, or a work-group's share."""
+        """Loop trips over the row: all its elements, or a work-group's share, in steps."""
         x = self.low.x
-        if not self.group:
-            return self.emit.value(self.size)
-        local = x.const(self.low.local)
-        return self.emit.value(x.div(x.add(self.size, x.const(self.low.local - 1)), local))
+        step = (self.low.local if self.group else 1) * UNROLL
+        return self.emit.value(x.div(x.add(self.size, x.const(step - 1)), x.const(step)))
 
-    def thread_passes(self, loops: list[tuple[Expr, Expr, Expr]]) -> None:
-        for p, (j, r, value) in enumerate(loops):
+    def passes(self, passes: list[_Pass]) -> None:
+        x, kb, emit = self.low.x, self.kb, self.emit
+        for p, pass_ in enumerate(passes):
             node = self.low.spec.passes[p]
-            acc = _Acc(self.kb, node.arg.op, value.dtype)
-            self.emit.hoist([value])
-            with self.kb.loop(self.trips()) as counter, self.emit.scope():
-                self.emit.bind(j, counter)
-                acc.update(self.emit.value(value), self.emit.value(r))
-            self.emit.bind(self.low.x.result(p, acc.result_dtype), acc.result())
-
-    def group_passes(self, loops: list[tuple[Expr, Expr, Expr]]) -> None:
-        x, kb, emit, local = self.low.x, self.kb, self.emit, self.low.local
-        lid = emit.value(self.lid)
-        for p, (j, r, value) in enumerate(loops):
-            node = self.low.spec.passes[p]
-            acc = _Acc(kb, node.arg.op, value.dtype)
-            emit.hoist([value, x.lt(r, self.size)])
+            acc = _Acc(kb, node.arg.op, pass_.steps[0].value.dtype)
+            emit.hoist([s.value for s in pass_.steps])
             with kb.loop(self.trips()) as counter, emit.scope():
-                emit.bind(j, counter)
-                with kb.if_(emit.value(x.lt(r, self.size))), emit.scope():
-                    acc.update(emit.value(value), emit.value(r))
-            acc.tree(lid, local)
+                emit.bind(pass_.loop, counter)
+                values = [(emit.value(s.value), s.r) for s in pass_.steps]
+                for value, r in values:
+                    acc.update(value, emit.value(r))
+            if self.group:
+                acc.tree(emit.value(self.lid), self.low.local)
             emit.bind(x.result(p, acc.result_dtype), acc.result())
 
-    def output(
-        self, buf: Value, final: tuple[Expr, Expr, Expr] | None, at: Expr, row: Expr
-    ) -> None:
+    def output(self, buf: Value, final: _Pass | None, epilogue: Expr | None, row: Expr) -> None:
         x, kb, emit = self.low.x, self.kb, self.emit
         if final is None:  # one element per row, written once
+            assert epilogue is not None
             if not self.group:
-                kb.store(buf, emit.value(row), emit.value(at))
+                kb.store(buf, emit.value(row), emit.value(epilogue))
                 return
             with kb.if_(emit.value(x.binary(BOp.EQ, self.lid, x.const(0)))), emit.scope():
-                kb.store(buf, emit.value(row), emit.value(at))
+                kb.store(buf, emit.value(row), emit.value(epilogue))
             return
-        j, r, value = final
-        emit.hoist([value, at])
+        emit.hoist([s.value for s in final.steps])
         with kb.loop(self.trips()) as counter, emit.scope():
-            emit.bind(j, counter)
-            valid = x.lt(r, self.size) if self.group else x.const(True, DType.BOOL)
-            with kb.if_(emit.value(valid)), emit.scope():
-                kb.store(buf, emit.value(at), emit.value(value))
+            emit.bind(final.loop, counter)
+            values = [emit.value(s.value) for s in final.steps]
+            for s, value in zip(final.steps, values):
+                with kb.if_(emit.value(s.valid)), emit.scope():
+                    kb.store(buf, emit.value(s.at), value)
 
 
 class _Acc:

@@ -90,11 +90,23 @@ def _boundaries(graph: Graph) -> set[int]:
             out.add(id(node))
         if node.op in _STEPS:  # they read their sources from buffers
             out.update(id(s) for s in node.srcs if not s.realized)
-        consumers = graph.consumers[id(node)]
-        if len(consumers) > 1 and not _recompute(graph, node, len(consumers)):
+        if _broadcast_math(graph, node, graph.consumers[id(node)]):
             out.add(id(node))
-        if _broadcast_math(graph, node, consumers):
+    # Rule 2, consumers before producers: a node's kernels are those of its consumers
+    # (a consumer with a buffer is a kernel itself); read by one kernel only, it costs
+    # nothing twice, however many of that kernel's ops read it.
+    kernels: dict[int, set[int]] = {}
+    for node in reversed(graph.order):
+        if id(node) in out:
+            kernels[id(node)] = {id(node)}
+            continue
+        owners: set[int] = set()
+        for c in graph.consumers[id(node)]:
+            owners |= kernels[id(c)]
+        if len(owners) > 1 and not graph.is_leaf(node) and not _recompute(graph, node, len(owners)):
             out.add(id(node))
+            owners = {id(node)}
+        kernels[id(node)] = owners
     return out
 
 
