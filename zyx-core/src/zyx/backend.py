@@ -81,9 +81,9 @@ def byte_view(data: Any, *, writable: bool = False) -> memoryview:
         view = memoryview(data)
     except (TypeError, ValueError):
         # numpy refuses to export extension dtypes (bf16) through the buffer protocol; its
-        # view refuses dtypes that hold objects.
+        # view refuses dtypes that hold objects, and a 0-D array another itemsize (flat).
         try:
-            view = memoryview(data.view("uint8"))
+            view = memoryview(data.reshape(-1).view("uint8"))
         except (AttributeError, TypeError, ValueError):
             raise _not_plain(data) from None
     if view.format.lstrip("@=<>!") not in _PLAIN_FORMATS:
