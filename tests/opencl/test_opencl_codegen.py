@@ -123,3 +123,28 @@ def test_f32_to_16_bit_rounds_to_nearest_even(
     finally:
         pool.release(src)
         pool.release(dst)
+
+
+def test_f16_rounding_in_a_loop_after_a_barrier(device: OpenCLDevice) -> None:
+    """Each work-item rounds its own values to f16 in a loop after a barrier: PoCL 5 gave
+    work-items each other's values where the rounding went through two helpers."""
+    kb = KernelBuilder("round_after_barrier")
+    x = kb.param(DType.F16)
+    out = kb.param(DType.F16, ParamKind.GLOBAL_MUT)
+    lid = kb.local(0, 8)
+    shared = kb.define(DType.F32, 16, Storage.LOCAL)
+    with kb.loop(2) as e:
+        shared[e * 8 + lid] = x[e * 8 + lid].cast(DType.F32) + 1.0
+    kb.barrier()
+    with kb.loop(2) as e:
+        out[e * 8 + lid] = shared[e * 8 + lid].cast(DType.F16)
+    values = np.arange(16, dtype=np.float16)
+    pool = device.pool
+    src, dst = pool.allocate(values.nbytes), pool.allocate(values.nbytes)
+    try:
+        pool.write(src, values)
+        device.launch(device.compile(kb.build()), [src, dst])
+        np.testing.assert_array_equal(read(device, dst, DType.F16), values + 1)
+    finally:
+        pool.release(src)
+        pool.release(dst)

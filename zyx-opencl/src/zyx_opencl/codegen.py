@@ -48,7 +48,15 @@ ushort zyx_f16_bits(float x) {
 }
 float zyx_f16_from_bits(ushort h) { return vload_half(0, (__private const half*)&h); }
 """
-_ROUND_F16_SOFT = "float zyx_round_f16(float x) { return zyx_f16_from_bits(zyx_f16_bits(x)); }\n"
+# One function, one variable: PoCL 5 miscompiled zyx_f16_from_bits(zyx_f16_bits(x)) in a
+# loop after a barrier (work-items read each other's rounded values).
+_ROUND_F16_SOFT = """\
+float zyx_round_f16(float x) {
+  ushort h;
+  vstore_half_rte(x, 0, (__private half*)&h);
+  return vload_half(0, (__private const half*)&h);
+}
+"""
 _ROUND_F16_NATIVE = "float zyx_round_f16(float x) { return (float)convert_half_rte(x); }\n"
 # From double in one rounding: through float would round twice.
 _ROUND_F16_FROM_F64 = """\
