@@ -45,22 +45,25 @@ def _region(x: Tensor, key: tuple[Any, ...]) -> View:
         key = key + (Ellipsis,)
     at = key.index(Ellipsis)
     key = key[:at] + (slice(None),) * (x.ndim - used) + key[at + 1 :]
-    v, dim = View.identity(x.shape), 0
+    # ``dim``: the dim of x indexed; ``at``: where it is in the view (integers drop theirs);
+    # ``shape``: the result's, where each None adds a size-1 dim at the end.
+    v, dim, at = View.identity(x.shape), 0, 0
     shape: list[int] = []
     for k in key:
         if k is None:
             shape.append(1)
             continue
-        n = v.shape[len(shape)]
+        n = v.shape[at]
         if isinstance(k, slice):
             start, stop, step = k.indices(n)
             size = len(range(start, stop, step))
-            v = v.slice(len(shape), start, step, size)
+            v = v.slice(at, start, step, size)
             shape.append(size)
+            at += 1
         else:
             i = _integer(k, n, dim)
-            v = v.slice(len(shape), i, 0, 1)
-            v = v.squeeze_to(v.shape[: len(shape)] + v.shape[len(shape) + 1 :])  # type: ignore[assignment]
+            v = v.slice(at, i, 0, 1)
+            v = v.squeeze_to(v.shape[:at] + v.shape[at + 1 :])  # type: ignore[assignment]
         dim += 1
     out = v
     if tuple(shape) != out.shape:
