@@ -41,7 +41,7 @@ def test_launches_without_work_groups_do_nothing(
 
     device.launch(program, [a, b, out, 3, N])
     want = lcg_model(x, y, 3)
-    device.launch(program, [a, b, out, 5, 0])  # new scalars: the generated submit
+    device.launch(program, [a, b, out, 5, 0])  # new scalars: the Python path
     device.launch(program, [a, b, out, 5, 0])  # the same: the native Launcher's to run
     assert device.launch_timed(program, [a, b, out, 6, 0]) >= 0
     np.testing.assert_array_equal(read(out), want)

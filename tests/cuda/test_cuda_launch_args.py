@@ -4,7 +4,7 @@ where a launch has no work-group.
 On the stand-in driver (``stub_driver``, in a process of its own), which logs launches and
 graph calls and, as the driver does, refuses a launch or kernel node without a work-group.
 The paths: the native ``Launcher`` (a first launch, and launches that repeat the packed
-arguments), the generated Python ``submit`` alone, ``launch_timed``, and recordings
+arguments), the Python path alone (``schedule``), ``launch_timed``, and recordings
 (``GraphRecording``: its launches, ``set_arg`` and replays). Needs a C compiler, no GPU.
 """
 
@@ -87,7 +87,7 @@ Side = tuple["CudaDevice", "KernelProgram"]
 
 def sides(kernel: Kernel | None = None) -> list[Side]:
     """``kernel`` (``fill_kernel()``) compiled on two devices: launched through the native
-    ``Launcher``, and through the generated Python ``submit`` alone."""
+    ``Launcher``, and through the Python path (``schedule``) alone."""
     from zyx_cuda import program as programs
     from zyx_cuda.device import CudaDevice
 

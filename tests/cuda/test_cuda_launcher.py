@@ -1,14 +1,14 @@
 """zyx-cuda's native ``Launcher`` decides every launch as the Python launch path does.
 
 Two devices on the stand-in driver (``stub_driver``, in a process of its own), one whose
-programs launch through the native ``Launcher``, one through the generated Python
-``submit`` only, replay the same random commands: launches that repeat or change their
-buffers and scalars, in lists and tuples, in-place and cross-stream hazards, writes,
-releases and reallocations, launches of released buffers and with bad arguments,
-synchronizes. After each
-command both must have launched the same kernel with the same grid and argument slots on
-the same stream after the same cross-stream waits, kept the same sequence numbers, loads
-and access records, and raised the same errors; and both paths must have run often.
+programs launch through the native ``Launcher``, one through the Python path
+(``KernelProgram.schedule``) only, replay the same random commands: launches that repeat
+or change their buffers and scalars, in lists and tuples, in-place and cross-stream
+hazards, writes, releases and reallocations, launches of released buffers and with bad
+arguments, synchronizes. After each command both must have launched the same kernel with
+the same grid and argument slots on the same stream after the same cross-stream waits,
+kept the same sequence numbers, loads and access records, and raised the same errors; and
+both paths must have run often.
 Needs a C compiler, no GPU.
 """
 
