@@ -215,8 +215,12 @@ class Emitter:
     def hoist(self, exprs: list[Expr]) -> None:
         """Emit now every loop-invariant part of ``exprs`` (before a loop opens)."""
         stack = list(exprs)
+        seen: set[int] = set()  # each shared operand once: a walk of paths is exponential
         while stack:
             e = stack.pop()
+            if e.id in seen:
+                continue
+            seen.add(e.id)
             if e.depth == 0:
                 self.value(e)
             else:
