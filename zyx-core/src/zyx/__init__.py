@@ -32,12 +32,13 @@ _LAZY = {
     "devices": "zyx.plugins",
     "empty_cache": "zyx.allocator",
     "load": "zyx.serialization",
+    "random": "zyx.random",
     "realize": "zyx.runtime",
     "save": "zyx.serialization",
     "stats": "zyx.runtime",
 }
-"""Public name to the module that defines it, imported on first access. Every name of
-the array namespace (``zyx.array.__all__``) is too."""
+"""Public name to the module that defines it (or is it: ``zyx.random``), imported on first
+access. Every name of the array namespace (``zyx.array.__all__``) is too."""
 
 __array_api_version__ = "2024.12"
 
@@ -58,7 +59,8 @@ def __getattr__(name: str) -> Any:
             module = "zyx.array"
     if module is None:
         raise AttributeError(f"module 'zyx' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    imported = importlib.import_module(module)
+    value = imported if module == f"zyx.{name}" else getattr(imported, name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
