@@ -184,10 +184,11 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
         f"zyx Device.launch ({native})", lambda: device.launch(program, args), device.synchronize
     )
     slower = {
-        # Without the Launcher: the generated Python submit around the native launch call.
-        "zyx Device.launch (Python submit, native call)": ["zyx_cuda.program.launcher_type"],
-        # The path taken where the native module cannot be built: cuda-python's binding.
-        "zyx Device.launch through cuda-python": [
+        # Without the Launcher: the Python path (KernelProgram.schedule) around the native call.
+        "zyx Device.launch (Python path, native call)": ["zyx_cuda.program.launcher_type"],
+        # The path taken where the native module cannot be built (ZYX_NATIVE=0): the Python
+        # path through cuda-python's binding.
+        "zyx Device.launch (Python path) through cuda-python": [
             "zyx_cuda.program.launcher_type",
             "zyx_cuda.program.launch_function",
         ],

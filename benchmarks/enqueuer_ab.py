@@ -5,7 +5,7 @@
 ``opencl_bench.py``'s throughput case (``c = a + b`` over 16,384 f32 into 64 rotating
 outputs, launched and synchronized), with 8 queues and with 1, for a device whose programs
 submit and enqueue through the native ``Enqueuer`` and for one whose programs use only the
-generated Python ``submit`` and ``enqueue``; three rounds, alternating, so a slow spell of
+Python ``schedule`` and ``issue``; three rounds, alternating, so a slow spell of
 a shared machine hits both alike.
 """
 
@@ -32,7 +32,7 @@ def main() -> None:
     platform = parser.parse_args().platform
     index = next(i for i, p in enumerate(cl.get_platforms()) if platform in p.name)
     print("| round | launch path | queues | kernels/s |\n|---:|---|---:|---:|")
-    paths = (("native Enqueuer", enqueuer_type), ("generated Python", lambda: None))
+    paths = (("native Enqueuer", enqueuer_type), ("Python schedule/issue", lambda: None))
     for round_ in range(3):
         for label, enqueuer in paths:
             for queues in (8, 1):
