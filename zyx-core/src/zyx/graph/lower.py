@@ -330,18 +330,29 @@ class Lowerer:
         return self._map() if self.spec.reduction is None else self._reduce()
 
     def _map(self) -> Lowered:
+        """``UNROLL`` elements per work-item, ``local`` apart (each group's reads and writes
+        stay contiguous), read at clamped positions so the reads have no branch and are in
+        flight together; only the stores are guarded."""
         x, out, local = self.x, self.spec.output, self.local
         n = self.count(out.size)
         gid, lid = x.special("gid", 0), x.special("lid", 0)
-        i = x.add(x.mul(gid, x.const(local)), lid)
-        value = self.value(out, Index(x, self.sizes(out.shape), flat=i))
+        base = x.add(x.mul(gid, x.const(local * UNROLL)), lid)
+        sizes = self.sizes(out.shape)
+        steps = []
+        for u in range(UNROLL):
+            i = x.add(base, x.const(u * local))
+            valid = x.lt(i, n)
+            at = Index(x, sizes, flat=x.where(valid, i, x.const(0)))
+            steps.append((valid, at.flat, self.value(out, at)))
         slot = self.slot(out, ParamKind.GLOBAL_MUT)
         emit, kb = self._begin("e")
-        emit.bind(gid, kb.group(0, ceil_div(self._syms[n.arg], local)))
+        emit.bind(gid, kb.group(0, ceil_div(self._syms[n.arg], local * UNROLL)))
         emit.bind(lid, kb.local(0, local))
-        with kb.if_(emit.value(x.lt(i, n))), emit.scope():
-            kb.store(self._buffers[slot], emit.value(i), emit.value(value))
-        return Lowered(kb.build(), self.args + self.sym_args, -(-out.size // local))
+        values = [emit.value(value) for _, _, value in steps]
+        for (valid, i, _), value in zip(steps, values):
+            with kb.if_(emit.value(valid)), emit.scope():
+                kb.store(self._buffers[slot], emit.value(i), value)
+        return Lowered(kb.build(), self.args + self.sym_args, -(-out.size // (local * UNROLL)))
 
     def count(self, value: int) -> Expr:
         """A ``Variable`` for a work count, even where it is 1 (a group count is one)."""
