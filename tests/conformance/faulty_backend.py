@@ -14,7 +14,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from zyx.backend import Arg, Buffer, Device, DeviceInfo, MemoryPool, Program, Recording, Scalar
+from zyx.backend import (
+    Arg,
+    Buffer,
+    Device,
+    DeviceInfo,
+    MemoryPool,
+    Prepared,
+    Program,
+    Recording,
+    Scalar,
+)
 from zyx.config import BackendSection
 from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError, ErrorStatus, IRError
@@ -272,10 +282,11 @@ class FaultyDevice(HostDevice):
         program = (
             self._compile_c(kernel) if self.fault in DIALECT_FAULTS else super().compile(kernel)
         )
+        # Program.inspect is the check that check_args and the host's launch run.
         if self.fault == "arguments unchecked":
-            program.check_args = lambda args: None  # type: ignore[method-assign]
+            program.inspect = _unchecked(program)  # type: ignore[method-assign]
         if self.fault == "int scalars unchecked":
-            program.check_args = _without_int_ranges(program)  # type: ignore[method-assign]
+            program.inspect = _without_int_ranges(program)  # type: ignore[method-assign]
         if self.fault == "limits overstated" and not _fits(kernel, self.real_info):
             self.over_real_limits.add(program)
         return program
@@ -340,20 +351,33 @@ def _spoiled(
     ]
 
 
-def _without_int_ranges(program: Program) -> Callable[[Sequence[Arg]], None]:
-    """``program``'s argument check without the range of int ``Variable``s: out of it, a
-    value wraps in its C type."""
-    check = program.check_args
+def _unchecked(program: Program) -> Callable[[Sequence[Arg]], Prepared]:
+    """``program``'s ``inspect`` without any check: the arguments as they came."""
+
+    def inspect(args: Sequence[Arg]) -> Prepared:
+        values = tuple(args)
+        return values, [], [], program.groups(values)
+
+    return inspect
+
+
+def _without_int_ranges(program: Program) -> Callable[[Sequence[Arg]], Prepared]:
+    """``program``'s ``inspect`` without the range of int ``Variable``s: out of it, a value
+    wraps in its C type."""
+    inspect = program.inspect
     ints = [
         kind is ParamKind.VARIABLE and not dtype.is_float
         for kind, dtype in zip(program.param_kinds, program.param_dtypes)
     ]
 
-    def check_args(args: Sequence[Arg]) -> None:
-        ranged = [i < len(ints) and ints[i] and type(arg) is int for i, arg in enumerate(args)]
-        check([0 if unranged else arg for arg, unranged in zip(args, ranged)])
+    def unranged(args: Sequence[Arg]) -> Prepared:
+        given = list(args)
+        ranged = [i < len(ints) and ints[i] and type(arg) is int for i, arg in enumerate(given)]
+        checked, reads, writes, _ = inspect([0 if r else a for a, r in zip(given, ranged)])
+        values = tuple(a if r else v for a, v, r in zip(given, checked, ranged))
+        return values, reads, writes, program.groups(values)
 
-    return check_args
+    return unranged
 
 
 def _fits(kernel: Kernel, info: DeviceInfo) -> bool:
