@@ -8,35 +8,49 @@ a lock, which a signal interrupts at once. The events stay where the scheduler k
 (its marks), so an interrupted wait leaves the device usable: the work goes on, and the
 next sync point waits for it. Elsewhere (any other thread) the driver waits directly.
 
+The helper calls the ICD loader's ``clWaitForEvents`` through ctypes, not pyopencl: a
+daemon thread that wakes while the interpreter exits leaves the process, and out of
+pyopencl's C++ that aborted it (``std::terminate``, one run in five after an interrupted
+read). Where the wait failed, the caller waits again through pyopencl (at once: the events
+are settled) for its ``cl.Error``.
+
 The hand-off costs two thread switches per sync point (tens of microseconds on a busy
 CPU), never anything per launch.
 """
 
 from __future__ import annotations
 
+import ctypes
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
 
 import pyopencl as cl
 
-_Job = tuple[Sequence[cl.Event], threading.Lock, list[BaseException]]
+from zyx_opencl.native import entry_point
+
+_Job = tuple[Sequence[cl.Event], threading.Lock, list[bool]]
+
+_WAIT_FOR_EVENTS = ctypes.CFUNCTYPE(
+    ctypes.c_int32, ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)
+)
+"""``clWaitForEvents``'s type; a ctypes call releases the GIL while it runs."""
 
 
 def wait(events: Sequence[cl.Event]) -> None:
     """Until every one of ``events`` completed; ``cl.Error`` where one failed. In the main
     thread a signal's handler runs meanwhile (Ctrl-C raises ``KeyboardInterrupt``)."""
-    if threading.current_thread() is not threading.main_thread():
-        cl.wait_for_events(events)
-        return
-    waiter = _idle.pop() if _idle else _Waiter()
-    done = threading.Lock()
-    done.acquire()
-    failed: list[BaseException] = []
-    waiter.jobs.put((events, done, failed))
-    done.acquire()  # a signal interrupts this, where Python runs its handler
-    if failed:
-        raise failed[0]
+    if threading.current_thread() is threading.main_thread():
+        waiter = _idle.pop() if _idle else _Waiter()
+        done = threading.Lock()
+        done.acquire()
+        succeeded: list[bool] = []
+        waiter.jobs.put((events, done, succeeded))
+        done.acquire()  # a signal interrupts this, where Python runs its handler
+        if succeeded[0]:
+            return
+    cl.wait_for_events(events)  # raises pyopencl's error of a failed one (settled by now)
 
 
 class _Waiter:
@@ -48,16 +62,31 @@ class _Waiter:
 
     def _serve(self) -> None:
         while True:
-            events, done, failed = self.jobs.get()
-            try:
-                cl.wait_for_events(events)
-            except BaseException as error:  # noqa: BLE001 - the waiting thread raises it
-                failed.append(error)
+            events, done, succeeded = self.jobs.get()
+            succeeded.append(_driver_wait(events))
             _idle.append(self)  # idle again before the waiter may ask for one
             done.release()
-            # Hold no event past its wait: one held here while the thread sat idle aborted
-            # the process at exit (std::terminate in pyopencl, after an interrupted read).
-            del events, done, failed
+            del events, done, succeeded  # no event outlives its wait here
+
+
+def _driver_wait(events: Sequence[cl.Event]) -> bool:
+    """Wait in the ICD loader's ``clWaitForEvents``; whether every event completed. Without
+    the loader, through pyopencl (whose C++ aborts a process exiting meanwhile)."""
+    call = _loader_wait()
+    if call is None:
+        try:
+            cl.wait_for_events(events)
+        except cl.Error:
+            return False
+        return True
+    handles = (ctypes.c_void_p * len(events))(*(event.int_ptr for event in events))
+    return call(len(events), handles) == 0
+
+
+@cache
+def _loader_wait() -> Callable[[int, ctypes.Array[ctypes.c_void_p]], int] | None:
+    address = entry_point("clWaitForEvents")
+    return None if address is None else _WAIT_FOR_EVENTS(address)
 
 
 _idle: list[_Waiter] = []
