@@ -108,11 +108,8 @@ class Tensor:
         return bool(self._scalar(bool))
 
     def __int__(self) -> int:
-        if self.dtype.is_float:
-            value = self._scalar(int)
-            if value != value or value in (float("inf"), float("-inf")):
-                raise ValueError(f"cannot convert {value} to int")
-            return int(value)
+        # Python's int() of the float: OverflowError for an infinity, ValueError for NaN
+        # (the standard's errors).
         return int(self._scalar(int))
 
     def __float__(self) -> float:
@@ -137,9 +134,13 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:
-        values = repr(self.numpy())
-        body = values[values.index("(") + 1 : values.rindex(")")] if "(" in values else values
-        body = body.split(", dtype=")[0]
+        import numpy as np
+
+        values = self.numpy()
+        if values.size:  # rows aligned under the first, as numpy's
+            body = np.array2string(values, separator=", ", prefix="Tensor(")
+        else:
+            body = "[]" if self.shape == (0,) else f"[], shape={self.shape}"
         return f"Tensor({body}, dtype=zyx.{_name(self.dtype)}, device={self.device.name!r})"
 
     def __str__(self) -> str:
@@ -259,9 +260,9 @@ def _inplace(name: str) -> Any:
         result = getattr(_ns(), name)(self, other)
         if result.dtype is not self.dtype or result.shape != self.shape:
             raise TypeError(
-                f"in-place {name} would change {self.dtype}{list(self.shape)} into "
-                f"{result.dtype}{list(result.shape)}; the standard keeps an array's dtype and "
-                "shape in place"
+                f"in-place {name} would change {_name(self.dtype)}{list(self.shape)} into "
+                f"{_name(result.dtype)}{list(result.shape)}; the standard keeps an array's "
+                "dtype and shape in place"
             )
         self.node = result.node
         return self

@@ -22,7 +22,7 @@ from zyx.array.dtypes import dtype_name, promote
 from zyx.array.manipulation import broadcast_node, broadcast_shapes
 from zyx.dtypes import DType, DTypeCapability
 from zyx.graph import nodes
-from zyx.graph.nodes import Node
+from zyx.graph.nodes import Node, Op
 from zyx.graph.views import View
 from zyx.ir.ops import BOp, UOp
 from zyx.tensor import Tensor, is_scalar, require, same_device, scalar_tensor
@@ -279,10 +279,24 @@ def _floor_divide(a: Node, b: Node) -> Node:
     return _where(_bin(BOp.EQ, b, zero), _bin(BOp.DIV, a, b), exact)
 
 
+_UNSIGNED = {1: DType.U8, 2: DType.U16, 4: DType.U32, 8: DType.U64}
+
+
 def _pow(a: Node, b: Node) -> Node:
     if a.dtype.is_float:
         return _bin(BOp.POW, a, b)
-    # Square and multiply, one step per bit of the exponent; wraps as integer products do.
+    if a.dtype.is_signed:
+        # In the unsigned type of the same width, whose products wrap to the same bits, with
+        # a Python scalar base made unsigned here: gcc 12 took minutes (at -O1 already) on
+        # the chain of squares of a signed int32 or int64 kernel argument, or of its cast.
+        unsigned = _UNSIGNED[a.dtype.itemsize]
+        base = nodes.cast(a, unsigned)
+        if a.op is Op.VIEW and a.srcs[0].op is Op.SCALAR:
+            value = unsigned.wrap(a.srcs[0].arg)
+            base = nodes.view(nodes.scalar(value, unsigned, a.device), a.arg)
+        wrapped = nodes.cast(_pow(base, nodes.cast(b, unsigned)), a.dtype)
+        return _where(_bin(BOp.CMPLT, b, _const(0, a)), _const(0, a), wrapped)
+    # Square and multiply, one step per bit of the exponent.
     result, base, e = _const(1, a), a, b
     one = _const(1, a)
     for _ in range(8 * a.dtype.itemsize):
@@ -290,8 +304,6 @@ def _pow(a: Node, b: Node) -> Node:
         result = _where(odd, _bin(BOp.MUL, result, base), result)
         base = _bin(BOp.MUL, base, base)
         e = _bin(BOp.SHR, e, one)
-    if a.dtype.is_signed:
-        return _where(_bin(BOp.CMPLT, b, _const(0, a)), _const(0, a), result)
     return result
 
 
