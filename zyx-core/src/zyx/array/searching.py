@@ -77,9 +77,11 @@ def where(condition: Tensor, x1: Any, x2: Any, /) -> Tensor:
 def count_nonzero(
     x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
 ) -> Tensor:
-    from zyx.array.statistical import _truth, sum
+    from zyx.array.statistical import _check, _truth
 
-    return sum(_truth(x), axis=axis, dtype=DEFAULT_INDEX, keepdims=keepdims)
+    # The truth values summed as int64 (sum itself takes no bool arrays).
+    truth = _truth(_check(x, "count_nonzero", numeric=False))
+    return reduce(truth, ReduceOp.SUM, axis, keepdims, DEFAULT_INDEX, "count_nonzero")
 
 
 def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
