@@ -48,6 +48,16 @@ concatenation more than 8 times its size gets a kernel of its own (the scheduler
 so up to seven results of similar size stay in one."""
 
 
+def checked_host() -> Device:
+    """A host whose kernels the IR interpreter runs, checking every load and store against
+    its buffer: a kernel that reads outside memory raises there (the compiled host would
+    read a neighbour's bytes and, where the value is masked, pass)."""
+    from zyx.host.device import HostDevice
+    from zyx.host.pool import HostPool
+
+    return HostDevice(HostPool(), interpret=True)
+
+
 def claimed(device: Device, dtypes: Sequence[DType], capability: DTypeCapability) -> list[DType]:
     """The ``dtypes`` that ``device`` claims ``capability`` for."""
     return [d for d in dtypes if device.info.supports(d, capability)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from array_support import ALL, ARITHMETIC, Expect, claimed, data, on, strided
+from array_support import ALL, ARITHMETIC, Expect, checked_host, claimed, data, on, strided
 
 import zyx
 from zyx.array.manipulation import padded
@@ -128,6 +128,22 @@ def test_concat_of_one_array_and_with_empty_parts(array_device: Device) -> None:
         expect(zyx.concat([on(array_device, x)]), x, DType.F32, "one part")
         parts = [on(array_device, empty), on(array_device, x), on(array_device, empty)]
         expect(zyx.concat(parts), x, DType.F32, "empty parts")
+
+
+def test_empty_parts_are_never_read_outside_their_memory() -> None:
+    """On the bounds-checked host: a concat's empty part is padding around nothing, and a
+    take along an empty axis has no element to clamp to (both loaded element 0 of a buffer
+    of none)."""
+    device = checked_host()
+    x = _values((2, 3), seed=10)
+    empty = on(device, np.zeros((2, 0), np.float32))
+    with Expect(device, per_kernel=1) as expect:
+        got = zyx.concat([on(device, x), empty, zyx.flip(on(device, x), axis=1)], axis=1)
+        expect(got, np.concatenate([x, x[:, ::-1]], axis=1), DType.F32, "concat with an empty part")
+        nothing = on(device, np.zeros((0, 2), np.float32))
+        taken = zyx.take(nothing, on(device, np.array([0, 1])), axis=0)
+        assert taken.shape == (2, 2)
+        expect(zyx.sum(taken) * 0, 0.0, DType.F32, "take along an empty axis")
 
 
 @pytest.mark.parametrize("axis", [0, 1, -1, -3])

@@ -150,6 +150,19 @@ def test_reductions_over_size_zero_and_size_one_dims(array_device: Device) -> No
         zyx.max(empty, axis=1)
 
 
+def test_a_reduction_read_by_two_kernels_fuses_into_neither(array_device: Device) -> None:
+    """``x @ y`` read by ``sum`` and by an elementwise op, both realized: it fused into the
+    elementwise kernel, and the sum's kernel read a row it did not compute (ScheduleError)."""
+    rng = np.random.default_rng(58)
+    a, b, c = (data(rng, s, DType.I32, -9, 9) for s in ((3, 4), (4, 3), (3,)))
+    product = zyx.matmul(on(array_device, a), on(array_device, b))
+    total, masked = zyx.sum(product, axis=-1), product & on(array_device, c)
+    zyx.realize(total, masked)
+    with Expect(array_device, per_kernel=1) as expect:
+        expect(total, (a @ b).sum(-1), DType.I64, "sum(x @ y)")
+        expect(masked, (a @ b) & c, DType.I32, "(x @ y) & z")
+
+
 def test_max_min_and_mean_propagate_nan(array_device: Device) -> None:
     require_special_values(array_device)
     x = np.array([[1.0, np.nan, 3.0], [-np.inf, 2.0, np.inf]], np.float32)

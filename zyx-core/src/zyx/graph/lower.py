@@ -220,6 +220,8 @@ class Lowerer:
             sizes = [next(kept) if n != 1 else x.const(1) for n in src.shape]
             inner = self._index(node, index, lambda: Index(x, sizes, flat=index.flat))
             return self.value(src, inner)
+        if 0 in v.source:  # padding around nothing: no element 0 to load in bounds
+            return x.const(0, node.dtype)
         valid = x.all([self._check(t, b, index) for t, b in v.checks])
         clamp = valid.constant is None
         # An invalid index reads zero; its loads go to element 0 so they stay in bounds.
@@ -240,6 +242,8 @@ class Lowerer:
         """``x`` at the indices ``indices`` holds, each wrapped once if negative and clamped
         into range (an index out of range reads a valid element, never outside memory)."""
         x, (src, indices), g = self.x, node.srcs, node.arg
+        if src.shape[g.axis] == 0:  # every index is out of range, and no element is in
+            return x.const(0, node.dtype)
         dims, sizes = list(index.dims), list(index.sizes)
         count = 1 if g.along else len(indices.shape)
         part = slice(g.axis, g.axis + count)

@@ -179,16 +179,12 @@ def _kernel(
     changed = True
     while changed:
         changed = False
-        region = _region(graph, root, boundaries)
-        members = {id(n) for n in region}
-        for node in region:
+        for node in _region(graph, root, boundaries):
             if node is root or node.op is not Op.REDUCE or id(node) not in boundaries:
                 continue
             if any(t is node for t in graph.targets) or id(node) in _merged(kernels):
                 continue
-            if all(id(c) in members for c in graph.consumers[id(node)]) and _fits(
-                graph, spec, node
-            ):
+            if _readers(graph, node, boundaries) == {id(root)} and _fits(graph, spec, node):
                 boundaries.discard(id(node))
                 kernels.pop(id(node), None)
                 spec.passes.append(node)
@@ -196,6 +192,25 @@ def _kernel(
     spec.passes.sort(key=graph.order.index)
     spec.group = _group(graph, spec, boundaries) if spec.passes else False
     return spec
+
+
+def _readers(graph: Graph, node: Node, boundaries: set[int]) -> set[int]:
+    """The kernels that read ``node``: the boundaries its consumers lead to through the
+    nodes computed in place. A reduction fuses into a kernel only where that kernel is its
+    one reader: a view of it read by two kernels (``x @ y`` consumed by ``sum(x @ y)`` and
+    by ``(x @ y) & z``) left the other kernel reading a row it does not compute."""
+    out: set[int] = set()
+    stack, seen = list(graph.consumers[id(node)]), set()
+    while stack:
+        c = stack.pop()
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if id(c) in boundaries:
+            out.add(id(c))
+        else:
+            stack.extend(graph.consumers[id(c)])
+    return out
 
 
 def _fits(graph: Graph, spec: KernelSpec, reduction: Node) -> bool:

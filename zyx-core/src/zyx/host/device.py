@@ -61,18 +61,20 @@ _SCALAR_TYPES: dict[DType, type[ctypes._SimpleCData[Any]]] = {
 
 class HostDevice(Device):
     """The CPU. ``threads`` caps the worker threads of a kernel (``None``: OpenMP's default,
-    one per core unless ``OMP_NUM_THREADS`` says otherwise)."""
+    one per core unless ``OMP_NUM_THREADS`` says otherwise). With ``interpret``, kernels run
+    in the numpy interpreter even where a C compiler works: it checks every load and store
+    against its buffer, which makes it the bounds-checked host of tests and fuzzers."""
 
     backend = "host"
     index = 0
     pool: HostPool
 
-    def __init__(self, pool: HostPool, threads: int | None = None) -> None:
+    def __init__(self, pool: HostPool, threads: int | None = None, interpret: bool = False) -> None:
         self.pool = pool
         self.threads = threads
-        self.toolchain = toolchain()
+        self.toolchain = None if interpret else toolchain()
         self._compiler = HostCompiler(self.toolchain) if self.toolchain else None
-        self.info = _device_info(self.toolchain, pool)
+        self.info = _device_info(self.toolchain, pool, "asked for" if interpret else None)
         log.info("host: opened %s", self.info.name)
 
     @property
@@ -228,12 +230,14 @@ def _typed_view(raw: HostBytes, dtype: DType) -> np.ndarray[Any, Any]:
     return raw[:whole].view(dtype.numpy)
 
 
-def _device_info(found: Toolchain | None, pool: HostPool) -> DeviceInfo:
+def _device_info(found: Toolchain | None, pool: HostPool, why: str | None) -> DeviceInfo:
+    """``why``: the reason kernels are interpreted where a compiler was not looked for."""
     cpu = cpu_info()
     if found is not None:
         how = f"C: {found.describe()}"
     else:
-        how = f"numpy interpreter: {find_compiler()[1] or 'the C compiler does not work'}"
+        why = why or find_compiler()[1] or "the C compiler does not work"
+        how = f"numpy interpreter: {why}"
     dtypes = {
         dtype: DTypeCapability.FULL
         if dtype.is_float
