@@ -102,7 +102,7 @@ class DType(Enum):
         raise TypeError(f"numpy dtype {dt} has no zyx dtype; use one of {[d.value for d in cls]}")
 
     def __str__(self) -> str:
-        return self.value
+        return str(self.value)
 
 
 _ITEMSIZE = {

@@ -18,16 +18,16 @@ thread, and a node realized by one thread is a leaf for the next.
 from __future__ import annotations
 
 import logging
-from math import prod
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
+from math import prod
 from typing import TYPE_CHECKING, Any
 
+from zyx.allocator import allocator
 from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
 from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer
-from zyx.allocator import allocator
 from zyx.graph.nodes import Custom, Node, Op, leaf, walk
 from zyx.graph.schedule import Graph, schedule
 

@@ -22,7 +22,10 @@ from zyx.graph.nodes import Node
 if TYPE_CHECKING:
     import numpy as np
 
+    from zyx import array as xp
     from zyx.backend import Device
+else:
+    import zyx as xp  # the namespace's names resolve on first use: `import zyx` stays cheap
 
 PyScalar = bool | int | float
 
@@ -62,11 +65,11 @@ class Tensor:
     def T(self) -> Tensor:  # noqa: N802 - the standard's name
         if self.ndim != 2:
             raise ValueError(f"x.T needs a 2-D array, got {self.ndim}-D; use x.mT or permute_dims")
-        return _ns().permute_dims(self, (1, 0))
+        return xp.permute_dims(self, (1, 0))
 
     @property
     def mT(self) -> Tensor:  # noqa: N802 - the standard's name
-        return _ns().matrix_transpose(self)
+        return xp.matrix_transpose(self)
 
     def __array_namespace__(self, *, api_version: str | None = None) -> ModuleType:
         if api_version not in (None, "2023.12", "2024.12"):
@@ -178,63 +181,63 @@ class Tensor:
     # ---- methods numpy, cupy and JAX arrays carry --------------------------------------------
 
     def astype(self, dtype: DType, /, *, copy: bool = True, device: Any = None) -> Tensor:
-        return _ns().astype(self, dtype, copy=copy, device=device)
+        return xp.astype(self, dtype, copy=copy, device=device)
 
     def reshape(self, *shape: Any, copy: bool | None = None) -> Tensor:
         target = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
-        return _ns().reshape(self, tuple(target), copy=copy)
+        return xp.reshape(self, tuple(target), copy=copy)
 
     def transpose(self, *axes: int) -> Tensor:
         order = axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes
-        return _ns().permute_dims(self, tuple(order) or tuple(reversed(range(self.ndim))))
+        return xp.permute_dims(self, tuple(order) or tuple(reversed(range(self.ndim))))
 
     def flatten(self) -> Tensor:
-        return _ns().reshape(self, (-1,))
+        return xp.reshape(self, (-1,))
 
     def squeeze(self, axis: int | tuple[int, ...] | None = None) -> Tensor:
         if axis is None:
             axis = tuple(d for d, n in enumerate(self.shape) if n == 1)
-        return _ns().squeeze(self, axis)
+        return xp.squeeze(self, axis)
 
     def sum(
         self, axis: Any = None, *, dtype: DType | None = None, keepdims: bool = False
     ) -> Tensor:
-        return _ns().sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return xp.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
 
     def prod(
         self, axis: Any = None, *, dtype: DType | None = None, keepdims: bool = False
     ) -> Tensor:
-        return _ns().prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+        return xp.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
 
     def mean(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
-        return _ns().mean(self, axis=axis, keepdims=keepdims)
+        return xp.mean(self, axis=axis, keepdims=keepdims)
 
     def var(self, axis: Any = None, *, correction: float = 0.0, keepdims: bool = False) -> Tensor:
-        return _ns().var(self, axis=axis, correction=correction, keepdims=keepdims)
+        return xp.var(self, axis=axis, correction=correction, keepdims=keepdims)
 
     def std(self, axis: Any = None, *, correction: float = 0.0, keepdims: bool = False) -> Tensor:
-        return _ns().std(self, axis=axis, correction=correction, keepdims=keepdims)
+        return xp.std(self, axis=axis, correction=correction, keepdims=keepdims)
 
     def max(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
-        return _ns().max(self, axis=axis, keepdims=keepdims)
+        return xp.max(self, axis=axis, keepdims=keepdims)
 
     def min(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
-        return _ns().min(self, axis=axis, keepdims=keepdims)
+        return xp.min(self, axis=axis, keepdims=keepdims)
 
     def argmax(self, axis: int | None = None, *, keepdims: bool = False) -> Tensor:
-        return _ns().argmax(self, axis=axis, keepdims=keepdims)
+        return xp.argmax(self, axis=axis, keepdims=keepdims)
 
     def argmin(self, axis: int | None = None, *, keepdims: bool = False) -> Tensor:
-        return _ns().argmin(self, axis=axis, keepdims=keepdims)
+        return xp.argmin(self, axis=axis, keepdims=keepdims)
 
     def all(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
-        return _ns().all(self, axis=axis, keepdims=keepdims)
+        return xp.all(self, axis=axis, keepdims=keepdims)
 
     def any(self, axis: Any = None, *, keepdims: bool = False) -> Tensor:
-        return _ns().any(self, axis=axis, keepdims=keepdims)
+        return xp.any(self, axis=axis, keepdims=keepdims)
 
     def clip(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - numpy's names
-        return _ns().clip(self, min, max)
+        return xp.clip(self, min, max)
 
     def realize(self) -> Tensor:
         """Compute the value now (it stays on the device); returns ``self``."""
@@ -248,7 +251,7 @@ def _binary(name: str, reflected: bool = False) -> Any:
     def method(self: Tensor, other: Any) -> Any:
         if not isinstance(other, (Tensor, bool, int, float)):
             return NotImplemented
-        function = getattr(_ns(), name)
+        function = getattr(xp, name)
         return function(other, self) if reflected else function(self, other)
 
     method.__name__ = f"__{'r' if reflected else ''}{name}__"
@@ -257,7 +260,7 @@ def _binary(name: str, reflected: bool = False) -> Any:
 
 def _inplace(name: str) -> Any:
     def method(self: Tensor, other: Any) -> Tensor:
-        result = getattr(_ns(), name)(self, other)
+        result = getattr(xp, name)(self, other)
         if result.dtype is not self.dtype or result.shape != self.shape:
             raise TypeError(
                 f"in-place {name} would change {_name(self.dtype)}{list(self.shape)} into "
@@ -272,7 +275,7 @@ def _inplace(name: str) -> Any:
 
 def _unary(name: str) -> Any:
     def method(self: Tensor) -> Tensor:
-        return getattr(_ns(), name)(self)  # type: ignore[no-any-return]
+        return getattr(xp, name)(self)  # type: ignore[no-any-return]
 
     return method
 
@@ -300,12 +303,6 @@ for _op, _fn in {
     setattr(Tensor, f"__{_op}__", _unary(_fn))
 Tensor.__hash__ = None  # type: ignore[assignment]  # == is elementwise
 
-
-def _ns() -> Any:
-    """The namespace module (imported on first use: ``import zyx`` stays cheap)."""
-    import zyx.array
-
-    return zyx.array
 
 
 def _name(dtype: DType) -> str:

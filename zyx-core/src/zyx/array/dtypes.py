@@ -14,6 +14,8 @@ bool with a number, ``uint64`` with a signed integer.
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -107,7 +109,7 @@ def result_type(*arrays_and_dtypes: Any) -> DType:
     return out
 
 
-def can_cast(from_: DType | Tensor, to: DType, /) -> bool:
+def can_cast(from_: DType | Tensor, to: DType, /) -> builtins.bool:
     """Whether the standard's promotion rules allow ``from_`` to become ``to``."""
     from zyx.tensor import Tensor
 
@@ -118,7 +120,7 @@ def can_cast(from_: DType | Tensor, to: DType, /) -> bool:
         return False
 
 
-def astype(x: Tensor, dtype: DType, /, *, copy: bool = True, device: Any = None) -> Tensor:
+def astype(x: Tensor, dtype: DType, /, *, copy: builtins.bool = True, device: Any = None) -> Tensor:
     from zyx.graph import nodes
     from zyx.tensor import Tensor, require
 
@@ -176,7 +178,7 @@ def iinfo(type: DType | Tensor, /) -> iinfo_object:  # noqa: A002 - the standard
     return iinfo_object(8 * dtype.itemsize, high, low, dtype)
 
 
-_KINDS = {
+_KINDS: dict[str, Callable[[DType], builtins.bool]] = {
     "bool": lambda d: d is DType.BOOL,
     "signed integer": lambda d: d.is_int and d.is_signed,
     "unsigned integer": lambda d: d.is_int and not d.is_signed,
@@ -187,7 +189,7 @@ _KINDS = {
 }
 
 
-def isdtype(dtype: DType, kind: Any) -> bool:
+def isdtype(dtype: DType, kind: Any) -> builtins.bool:
     """Whether ``dtype`` is of ``kind``: a dtype, a kind name, or a tuple of them."""
     check_dtype(dtype)
     if isinstance(kind, tuple):

@@ -29,12 +29,12 @@ __all__ = [
 def normalize_axis(axis: Any, ndim: int, what: str) -> int:
     """``axis`` as a non-negative dim of an ``ndim``-D array; an ``IndexError`` past it."""
     try:
-        axis = operator.index(axis)
+        index = operator.index(axis)
     except TypeError:
         raise TypeError(f"{what}: an axis must be an int, got {axis!r:.40}") from None
-    if not -ndim <= axis < ndim:
-        raise IndexError(f"{what}: axis {axis} is out of range for a {ndim}-D array")
-    return axis % ndim
+    if not -ndim <= index < ndim:
+        raise IndexError(f"{what}: axis {index} is out of range for a {ndim}-D array")
+    return index % ndim
 
 
 def normalize_axes(axis: Any, ndim: int, what: str) -> tuple[int, ...]:

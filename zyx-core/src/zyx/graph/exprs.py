@@ -257,7 +257,7 @@ class Emitter:
         if e.kind == "const":
             return kb.const(e.arg[0], e.dtype)
         if e.kind == "sym":
-            return self.syms[e.arg]
+            return self.syms[int(e.arg)]
         if e.kind == "load":
             return kb.load(self.buffers[e.arg], srcs[0])  # type: ignore[arg-type]
         if e.kind == "binary":
@@ -267,5 +267,5 @@ class Emitter:
         if e.kind == "cast":
             return kb.cast(srcs[0], e.arg)  # type: ignore[arg-type]
         if e.kind == "where":
-            return kb.where(srcs[0], srcs[1], srcs[2])  # type: ignore[arg-type,attr-defined]
+            return kb.where(srcs[0], srcs[1], srcs[2])  # type: ignore[arg-type]
         raise KeyError(f"{e!r} has no value in this scope")

@@ -133,7 +133,7 @@ class Lowerer:
         self.sym_args: list[Any] = []
         self.slots: dict[int, int] = {}
         self.memo: dict[tuple[int, int], Expr] = {}
-        self.indices: dict[tuple[int, int], Index] = {}
+        self.indices: dict[tuple[int, int, int], Index] = {}
         self.results: dict[int, Expr] = {}
         self.scalars: dict[int, Expr] = {}
         self.row_dims: tuple[Expr, ...] | None = None
@@ -176,7 +176,7 @@ class Lowerer:
                 found = self.scalars[id(node)] = x.sym(node.dtype)
             return found
         if op is Op.IOTA:
-            return index.dims[node.arg]
+            return index.dims[int(node.arg)]
         if op is Op.VIEW:
             return self._view(node, index)
         if op is Op.RESHAPE:
