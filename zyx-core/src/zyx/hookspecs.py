@@ -29,6 +29,8 @@ import pluggy
 if TYPE_CHECKING:
     from zyx.backend import Device
     from zyx.config import BackendSection
+    from zyx.graph.claims import Claim
+    from zyx.graph.schedule import Graph
 
 PROJECT = "zyx"
 PLUGIN_API_VERSION = (1, 0)
@@ -84,13 +86,16 @@ def zyx_backends() -> Sequence[BackendSpec]:  # type: ignore[empty-body]
 
 
 @hookspec
-def zyx_match_graph(graph: Any, device: Device) -> Sequence[Any] | None:
-    """Claim subgraphs of ``graph`` that this plugin can run with library programs.
+def zyx_match_graph(graph: Graph, device: Device) -> Sequence[Claim] | None:
+    """Claim parts of ``graph`` that this plugin runs with its own programs on ``device``.
 
-    Called at compile time, once per graph and device. Return the claims (each names the
-    graph nodes it replaces and builds a ``Program`` for them), or ``None``. Claimed
-    subgraphs compete with generated kernels on measured time (``Device.launch_timed``).
-
-    The graph compiler that calls it comes with the Tensor front end; until then nothing
-    calls it, and ``graph`` has no type yet.
+    Called at a plan cache miss, before kernelizing: once per graph (``zyx.graph.schedule.
+    Graph``: its ``targets``, its nodes in dependency ``order``, each node's ``consumers``)
+    and device of its unrealized nodes. Return ``zyx.graph.claims.Claim`` objects (each
+    names the node it computes, the nodes it reads and its launches), or ``None``.
+    ``zyx.graph.claims.matmuls(graph)`` finds the matrix products with their operands'
+    strides. Each claim is timed against zyx's generated kernels for the same nodes
+    (``Device.launch_timed``) and runs only where it is faster; the choice is remembered
+    by the claim's ``key``. An exception, or a claim that is not valid, loses this call's
+    claims (a warning on ``zyx.sched``) and the generated kernels run.
     """

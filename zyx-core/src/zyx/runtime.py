@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 from zyx.allocator import allocator
 from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
+from zyx.graph import claims
+from zyx.graph.claims import Claim
 from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer
-from zyx.graph.nodes import Custom, Node, Op, leaf, walk
+from zyx.graph.nodes import LEAVES, Custom, Node, Op, leaf, walk
 from zyx.graph.schedule import Graph, schedule
 
 if TYPE_CHECKING:
@@ -58,8 +60,15 @@ class Stats:
     kernels_compiled: int = 0
     """Kernels compiled (compile cache misses)."""
     launches: int = 0
+    """Kernels run (the timed runs of claim races not counted)."""
     copies: int = 0
     """Copies between devices."""
+    claims_offered: int = 0
+    """Claims plugins made (``zyx_match_graph``) in the plans built."""
+    claim_races: int = 0
+    """Claims timed against generated kernels (once per claim key and device)."""
+    claims_taken: int = 0
+    """Claims that run in place of generated kernels in the plans built."""
 
     def __sub__(self, other: Stats) -> Stats:
         return Stats(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
@@ -103,37 +112,60 @@ class ExecPlan:
     slots: int
     targets: list[tuple[int, int]]
     """Per target: its position among the targets, and the slot holding its buffer."""
+    kernels: int
+    """Generated kernels among its launches."""
 
     def run(self, leaves: Sequence[Node], targets: Sequence[Node]) -> None:
         bufs: list[Buffer | None] = [None] * self.slots
         try:
-            for step in self.steps:
-                if isinstance(step, Launch):
-                    args = [_arg(a, bufs, leaves) for a in step.args]
-                    step.device.launch(step.program, args)
-                    _stats.launches += 1
-                elif isinstance(step, Alloc):
-                    bufs[step.slot] = allocator.allocate(step.device.pool, step.nbytes)
-                elif isinstance(step, Copy):
-                    src = _arg(step.source, bufs, leaves)
-                    dst = bufs[step.slot]
-                    assert isinstance(src, Buffer) and dst is not None
-                    dst.pool.copy_from(src.pool, src, dst)
-                    _stats.copies += 1
-                else:
-                    buf = bufs[step.slot]
-                    bufs[step.slot] = None
-                    assert buf is not None
-                    allocator.free(buf)
+            self._steps(leaves, bufs, timed=False)
             for position, slot in self.targets:
                 buf = bufs[slot]
                 bufs[slot] = None
                 assert buf is not None
                 targets[position].realize_with(buf)
         finally:  # a failed launch leaves no buffer behind
-            for buf in bufs:
-                if buf is not None:
-                    allocator.free(buf)
+            _free(bufs)
+
+    def time(self, leaves: Sequence[Node]) -> int:
+        """Run the plan with each launch alone (``Device.launch_timed``); the launches'
+        nanoseconds in total. Its results are dropped."""
+        bufs: list[Buffer | None] = [None] * self.slots
+        try:
+            return self._steps(leaves, bufs, timed=True)
+        finally:
+            _free(bufs)
+
+    def _steps(self, leaves: Sequence[Node], bufs: list[Buffer | None], timed: bool) -> int:
+        total = 0
+        for step in self.steps:
+            if isinstance(step, Launch):
+                args = [_arg(a, bufs, leaves) for a in step.args]
+                if timed:
+                    total += step.device.launch_timed(step.program, args)
+                else:
+                    step.device.launch(step.program, args)
+                    _stats.launches += 1
+            elif isinstance(step, Alloc):
+                bufs[step.slot] = allocator.allocate(step.device.pool, step.nbytes)
+            elif isinstance(step, Copy):
+                src = _arg(step.source, bufs, leaves)
+                dst = bufs[step.slot]
+                assert isinstance(src, Buffer) and dst is not None
+                dst.pool.copy_from(src.pool, src, dst)
+                _stats.copies += 1
+            else:
+                buf = bufs[step.slot]
+                bufs[step.slot] = None
+                assert buf is not None
+                allocator.free(buf)
+        return total
+
+
+def _free(bufs: list[Buffer | None]) -> None:
+    for buf in bufs:
+        if buf is not None:
+            allocator.free(buf)
 
 
 def _arg(ref: tuple[str, Any], bufs: list[Buffer | None], leaves: Sequence[Node]) -> Any:
@@ -153,6 +185,8 @@ class Runtime:
         self.lock = allocator.lock
         self.plans: OrderedDict[Hashable, ExecPlan] = OrderedDict()
         self.programs: dict[tuple[int, Hashable], Program] = {}
+        self.choices: dict[Hashable, bool] = {}
+        """Per claim key and device: whether the claim won its race."""
 
     def realize(self, nodes: Iterable[Node]) -> None:
         with self.lock:
@@ -200,6 +234,7 @@ class Runtime:
         plan = self.plans.get(key)
         if plan is None:
             plan = self._plan(targets, leaves)
+            _stats.kernels_scheduled += plan.kernels
             self.plans[key] = plan
             if len(self.plans) > PLAN_CACHE_SIZE:
                 self.plans.popitem(last=False)
@@ -211,8 +246,46 @@ class Runtime:
 
     def _plan(self, targets: list[Node], leaves: list[Node]) -> ExecPlan:
         graph = Graph(targets)
+        offered = claims.offers(graph)
+        _stats.claims_offered += len(offered)
+        taken = [c for c in offered if self._take(c)]
+        if taken:
+            graph = Graph(claims.rewrite(targets, taken))
+        return self._generated(graph, leaves)
+
+    def _generated(self, graph: Graph, leaves: list[Node]) -> ExecPlan:
         sched = schedule(graph)
         return _Planner(self, graph, sched.boundaries, leaves).build(sched.steps)
+
+    def _take(self, claim: Claim) -> bool:
+        """Whether ``claim`` runs in place of generated kernels: the faster of the two, timed
+        once per claim key and device (a claim that fails to compile or run loses)."""
+        key = (claim.plugin, claim.key, id(claim.output.device))
+        taken = self.choices.get(key)
+        if taken is None:
+            taken = self.choices[key] = self._race(claim)
+        _stats.claims_taken += taken
+        return taken
+
+    def _race(self, claim: Claim) -> bool:
+        _stats.claim_races += 1
+        generated, claimed = claims.subgraph(claim, [_standin(i) for i in claim.inputs])
+        ours = self._time(generated)
+        try:
+            theirs = self._time(claimed)
+        except Exception as error:  # noqa: BLE001 - the plugin's failure, logged; ours run
+            log.warning("claim %s of %s failed, generated kernels run: %s", claim.key,
+                        claim.plugin, error)  # fmt: skip
+            return False
+        log.debug("claim %s of %s: %d ns, generated %d ns", claim.key, claim.plugin, theirs, ours)
+        return theirs < ours
+
+    def _time(self, node: Node, runs: int = 3) -> int:
+        """``node``'s plan, run once to warm up and ``runs`` times timed: the fastest."""
+        _, leaves = structure([node])
+        plan = self._generated(Graph([node]), leaves)
+        plan.time(leaves)
+        return min(plan.time(leaves) for _ in range(runs))
 
     def compile(self, device: Device, kernel: Any) -> Program:
         key = (id(device), kernel.ops)
@@ -222,6 +295,19 @@ class Runtime:
             self.programs[key] = program
             _stats.kernels_compiled += 1
         return program
+
+
+def _standin(node: Node) -> Node:
+    """``node`` for timing: itself where it is a leaf, else a realized node of its shape
+    holding zeros (the values do not change a kernel's time)."""
+    import numpy as np
+
+    if node.realized or node.op in LEAVES:
+        return node
+    buf = allocator.allocate(node.device.pool, max(node.nbytes, 1))
+    if node.size:
+        node.device.pool.write(buf, np.zeros(node.shape, node.dtype.numpy))
+    return leaf(buf, node.dtype, node.shape, node.device)
 
 
 def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
@@ -257,6 +343,7 @@ class _Planner:
         self.count = 0
         self.leaves = {id(n): i for i, n in enumerate(leaves)}
         self.steps: list[Step] = []
+        self.kernels = 0
 
     def ref(self, node: Node) -> tuple[str, int]:
         found = self.leaves.get(id(node))
@@ -288,7 +375,7 @@ class _Planner:
                 self.custom(step)
         self.release_dead()
         targets = [(i, self.slots[id(t)]) for i, t in enumerate(self.graph.targets)]
-        return ExecPlan(self.steps, self.count, targets)
+        return ExecPlan(self.steps, self.count, targets, self.kernels)
 
     def kernel(self, spec: KernelSpec) -> None:
         out = spec.output
@@ -303,7 +390,7 @@ class _Planner:
 
         lowered = Lowerer(spec, is_input, local_size(device, spec)).lower()
         log.debug("kernel %s: %s", lowered.kernel.name, out)
-        _stats.kernels_scheduled += 1
+        self.kernels += 1
         program = self.runtime.compile(device, lowered.kernel)
         args = tuple(self.ref(a) if isinstance(a, Node) else ("value", a) for a in lowered.args)
         self.steps.append(Launch(device, program, args))
@@ -315,7 +402,10 @@ class _Planner:
         op: Custom = node.arg
         scratch = [self.new_slot(node.device, n) for n in op.scratch(node)]
         for launch in op.launches(node.device, node) if node.size else ():
-            program = self.runtime.compile(node.device, launch.kernel)
+            kernel = launch.kernel
+            program = (
+                kernel if isinstance(kernel, Program) else self.runtime.compile(node.device, kernel)
+            )
             args = tuple(self._custom_arg(a, node, slot, scratch) for a in launch.args)
             self.steps.append(Launch(node.device, program, args))
 

@@ -22,7 +22,7 @@ from zyx.dtypes import DType
 from zyx.graph.views import View
 
 if TYPE_CHECKING:
-    from zyx.backend import Buffer, Device
+    from zyx.backend import Buffer, Device, Program
     from zyx.ir.ops import BOp, Kernel, UOp
 
 
@@ -88,9 +88,10 @@ LEAVES = frozenset({Op.BUFFER, Op.SCALAR, Op.CONST, Op.IOTA})
 class CustomLaunch:
     """One launch of a custom op: a kernel and, per param, what it is bound to: ``("src",
     i)`` (the op's source ``i``, realized and contiguous), ``("out", 0)`` (the op's
-    result), ``("scratch", j)`` (its scratch buffer ``j``), or a Python number."""
+    result), ``("scratch", j)`` (its scratch buffer ``j``), or a Python number. The kernel
+    is IR (compiled once per device) or a ``Program`` built for the device (a claim's)."""
 
-    kernel: Kernel
+    kernel: Kernel | Program
     args: tuple[tuple[str, int] | bool | int | float, ...]
 
 

@@ -1,0 +1,199 @@
+"""Claims (``zyx_match_graph``): a plugin's own program for part of a graph, raced against
+the generated kernels and remembered.
+
+The plugin is ``tests/plugins/zyx-test-claims``, installed as a real entry point in the
+plugin venv; it claims every matmul. Its tiled kernel is several times faster than zyx's
+generated matmul on the host and its ``repeated`` mode many times slower, so which one
+wins is not a close call. The checks on what a claim must be run in this process.
+"""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+import zyx
+from zyx.graph.claims import Claim, matmuls
+from zyx.graph.nodes import CustomLaunch
+from zyx.graph.schedule import Graph
+from zyx.hookspecs import hookimpl
+from zyx.plugins import registry
+
+if TYPE_CHECKING:
+    from conftest import PluginVenv
+
+PROGRAM = """
+import json, logging, numpy as np, zyx, zyx_test_claims
+records = []
+handler = logging.Handler()
+handler.emit = lambda record: records.append(record.getMessage())
+logging.getLogger("zyx.sched").addHandler(handler)
+logging.getLogger("zyx.sched").setLevel(logging.DEBUG)
+rng = np.random.default_rng(7)
+n, m, k = {shape}
+report = {{}}
+for run in ("first", "again", "transposed"):
+    a = rng.standard_normal((n, k)).astype(np.float32)
+    b = rng.standard_normal((k, m)).astype(np.float32)
+    x, y = zyx.asarray(a, device="host"), zyx.asarray(b, device="host")
+    if run == "transposed":  # a new structure: asked again, raced again
+        x = zyx.asarray(np.ascontiguousarray(a.T), device="host").mT
+        y = zyx.asarray(np.ascontiguousarray(b.T), device="host").mT
+    before = zyx.stats()
+    got = (x @ y).numpy()
+    spent = zyx.stats() - before
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    report[run] = {{
+        "error": float(np.abs(got - want).max() / np.abs(want).max()),
+        "stats": spent.__dict__,
+        "calls": len(zyx_test_claims.calls),
+    }}
+report["log"] = [r for r in records if "claim" in r]
+print(json.dumps(report))
+"""
+
+
+def run_claims(venv: PluginVenv, mode: str, shape: tuple[int, int, int]) -> dict[str, Any]:
+    result: dict[str, Any] = venv.json(PROGRAM.format(shape=shape), ZYX_TEST_CLAIMS=mode)
+    for run in ("first", "again", "transposed"):
+        assert result[run]["error"] < 1e-5, (run, result)  # f32 against float64, k <= 256
+    return result
+
+
+def test_a_faster_claim_runs_and_the_choice_is_remembered(plugin_venv: PluginVenv) -> None:
+    seen = run_claims(plugin_venv, "tiled", (256, 256, 256))
+    first, again, transposed = seen["first"], seen["again"], seen["transposed"]
+    assert first["calls"] == 1 and first["stats"]["claims_offered"] == 1
+    assert first["stats"]["claim_races"] == 1 and first["stats"]["claims_taken"] == 1
+    assert first["stats"]["kernels_scheduled"] <= 1  # the reshape of its output, not the matmul
+    # The same structure: the plan is reused; the hook is not asked again, nothing is timed.
+    assert again["calls"] == 1 and again["stats"]["plans_reused"] == 1
+    assert again["stats"]["claim_races"] == 0
+    # Another layout is another graph: asked once more, and its own claim raced.
+    assert transposed["calls"] == 2 and transposed["stats"]["claim_races"] == 1
+    assert transposed["stats"]["claims_taken"] == 1
+    times = [line for line in seen["log"] if " ns, generated " in line]
+    assert len(times) == 2, seen["log"]
+
+
+def test_a_slower_claim_loses_to_the_generated_kernels(plugin_venv: PluginVenv) -> None:
+    seen = run_claims(plugin_venv, "repeated", (64, 48, 80))
+    first = seen["first"]["stats"]
+    assert first["claims_offered"] == 1 and first["claim_races"] == 1
+    assert first["claims_taken"] == 0 and first["kernels_scheduled"] == 1
+    assert seen["again"]["stats"]["claim_races"] == 0
+
+
+@pytest.mark.parametrize(
+    ("mode", "message"),
+    [
+        ("raise", "the test plugin's hook failed"),
+        ("junk", "returned 'str', not a zyx.graph.claims.Claim"),
+    ],
+)
+def test_a_failing_plugin_loses_its_claims_not_the_result(
+    plugin_venv: PluginVenv, mode: str, message: str
+) -> None:
+    seen = run_claims(plugin_venv, mode, (32, 16, 24))
+    assert seen["first"]["stats"]["claims_offered"] == 0
+    assert any(message in line for line in seen["log"]), seen["log"]
+
+
+class Claimer:
+    """A plugin registered in this process for one test: claims what ``make`` returns."""
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+        self.seen: list[str] = []
+
+    @hookimpl
+    def zyx_match_graph(self, graph: Graph) -> Any:  # pluggy allows fewer arguments
+        return self.make(graph)
+
+
+@pytest.fixture
+def claimer(request: pytest.FixtureRequest) -> Any:
+    manager = registry().plugin_manager
+    plugins: list[Any] = []
+
+    def register(make: Any) -> Claimer:
+        plugin = Claimer(make)
+        manager.register(plugin, name=f"{request.node.name}-{len(plugins)}")
+        plugins.append(plugin)
+        return plugin
+
+    yield register
+    for plugin in plugins:
+        manager.unregister(plugin)
+
+
+ROWS = itertools.count(12)
+
+
+def matmul_inputs() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], zyx.Tensor]:
+    """A matmul of a shape no earlier test realized: its plan is new, so the hook is asked."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((next(ROWS), 9)), rng.standard_normal((9, 5))
+    return a, b, zyx.asarray(a, dtype=zyx.float32) @ zyx.asarray(b, dtype=zyx.float32)
+
+
+def claim_of(graph: Graph, **change: Any) -> Claim:
+    (m,) = matmuls(graph)
+    fields = {"output": m.output, "inputs": (m.a.node, m.b.node), "key": "test",
+              "launches": lambda device: []}  # fmt: skip
+    return Claim(**{**fields, **change})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"inputs": ()}, "which is not among its inputs"),
+        ({"inputs": [1, 2]}, "its inputs are not a tuple of this graph's nodes"),
+        ({"output": SimpleNamespace()}, "not an op of this graph"),
+    ],
+)
+def test_invalid_claims_are_refused_with_a_reason(
+    claimer: Any, caplog: pytest.LogCaptureFixture, change: dict[str, Any], message: str
+) -> None:
+    claimer(lambda graph: [claim_of(graph, **change)])
+    a, b, product = matmul_inputs()
+    before = zyx.stats()
+    with caplog.at_level("WARNING", logger="zyx.sched"):
+        got = product.numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    assert (zyx.stats() - before).claims_offered == 0
+    assert message in caplog.text
+
+
+def test_a_claim_that_fails_to_run_loses_its_race(
+    claimer: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(device: Any) -> list[CustomLaunch]:
+        raise RuntimeError("no program for this device")
+
+    claimer(lambda graph: [claim_of(graph, key="broken", launches=broken)])
+    a, b, product = matmul_inputs()
+    before = zyx.stats()
+    with caplog.at_level("WARNING", logger="zyx.sched"):
+        got = product.numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    spent = zyx.stats() - before
+    assert spent.claims_offered == 1 and spent.claims_taken == 0
+    assert "no program for this device" in caplog.text
+
+
+def test_matmuls_finds_operands_with_their_strides() -> None:
+    x = zyx.asarray(np.ones((2, 3, 4, 5), np.float32))
+    y = zyx.asarray(np.ones((5, 6), np.float32))
+    graph = Graph([(x.mT.mT @ y).node, (x[:, :, ::2].mT.mT @ y).node])
+    found = matmuls(graph)
+    assert len(found) == 2
+    plain, strided = found
+    assert (plain.batch, plain.n, plain.m, plain.k) == ((2, 3), 4, 6, 5)
+    assert plain.a.strides == (60, 20, 5, 1) and plain.b.strides == (0, 0, 6, 1)
+    assert (strided.n, strided.a.strides) == (2, (60, 20, 10, 1))
+    assert strided.a.node is x.node and strided.b.node is y.node
