@@ -1,8 +1,20 @@
-"""``zyx check [BACKEND]``: run the sample kernels on every device and check the numbers.
+"""``zyx check [BACKEND]``: run the sample kernels on every device and check the numbers,
+then run real array workloads through the front end.
 
 Each kernel of :mod:`zyx.testing.examples` runs once on random data with poisoned outputs and
 is compared with the IR interpreter in float64 under the dtype's bound; then it is timed
-(median of a few ``launch_timed``). The table goes to stdout: this is command-line code.
+(median of a few ``launch_timed``). The tables go to stdout: this is command-line code.
+
+Then each workload of :func:`workloads` (a two-layer MLP forward pass; sums and means over
+each axis of a matrix of three million elements) runs through the array namespace on the
+device, scheduler, lowering, plan and compile caches included, and is compared with numpy
+in float64 under the dtype's bound (:data:`zyx.testing.numerics.BOUNDS`). Its timings are
+``time.perf_counter`` around ``zyx.realize`` of the outputs and reading them into numpy:
+*first* is the first run of the computation in this process (scheduling, lowering, and
+compiling its kernels or loading them from the on-disk compile cache), *warm* the median of
+``TIMED_RUNS`` more runs of the same computation recorded afresh (a plan cache hit). Neither
+includes copying the inputs to the device. A workload is skipped, with the reason, where the
+device lacks a dtype capability it needs (float64, say).
 
 A kernel is skipped, with the reason, where the device lacks its dtypes or its limits are
 smaller than the kernel's. A device that runs the IR interpreter in place of its own
@@ -14,22 +26,30 @@ could be checked at all.
 from __future__ import annotations
 
 import statistics
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from math import sqrt
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from zyx import array as xp
 from zyx import plugins
 from zyx.backend import Buffer, Device
-from zyx.dtypes import DTypeCapability
+from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import IRError, ZyxError
 from zyx.ir.verify import check_limits
+from zyx.runtime import realize, stats
 from zyx.testing.examples import Example, examples
 from zyx.testing.harness import reference
-from zyx.testing.numerics import assert_close, relative_error
+from zyx.testing.numerics import assert_close, random, relative_error
+
+if TYPE_CHECKING:
+    from zyx.tensor import Tensor
 
 SEED = 20261130
 """Fixed, so that a failure reproduces."""
@@ -50,6 +70,12 @@ class Result:
     nbytes: int = 0
     error: float | None = None
     """Largest relative norm error over the outputs."""
+    first_ns: int | None = None
+    """A workload's first run (with scheduling and compiling); ``time_ns`` is its warm run."""
+    launches: int | None = None
+    """Kernels a warm run of a workload launches."""
+    workload: bool = False
+    """A front-end workload (``kernel`` is its name), not a sample kernel."""
 
     @property
     def failed(self) -> bool:
@@ -70,6 +96,8 @@ def run(backend: str | None = None, console: Console | None = None) -> int:
         args = example.arguments(rng)
         cases.append((example, args, reference(example.kernel, args)))
     results = [check(device, *case) for device in devices for case in cases]
+    loads = workloads(rng)
+    results += [run_workload(device, load) for device in devices for load in loads]
     _report(console, devices, results)
     checked = any(r.status == "pass" for r in results)
     return 1 if not checked or any(r.failed for r in results) else 0
@@ -161,22 +189,173 @@ def _compare(
     return failure, worst
 
 
+# ---- front-end workloads ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A computation written with the array namespace, its inputs and numpy's results."""
+
+    name: str
+    dtype: DType
+    """Of its inputs and outputs: each output is compared under this dtype's bound."""
+    needs: tuple[tuple[DType, DTypeCapability], ...]
+    """What a device must support to run it."""
+    inputs: tuple[np.ndarray[Any, Any], ...]
+    expected: tuple[np.ndarray[Any, Any], ...]
+    """numpy's results in float64, from the inputs as float64."""
+    compute: Callable[..., Sequence[Tensor]]
+    """The outputs (lazy) from the inputs as device arrays."""
+
+
+MLP = (256, 512, 256, 10)
+"""Batch, inputs, hidden units and outputs of the MLP workload."""
+MATRIX = (2048, 1536)
+"""The reduced matrix: 3,145,728 elements, rows and columns of different lengths so that a
+reduction over the wrong axis cannot pass."""
+
+
+def workloads(rng: np.random.Generator) -> list[Workload]:
+    """What ``zyx check`` runs through the front end on every device."""
+    reduce = [reduce_workload(rng, dtype) for dtype in (DType.F32, DType.F64)]
+    return [mlp_workload(rng, DType.F32), *reduce]
+
+
+def mlp_forward(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> list[Tensor]:
+    """``softmax(relu(x @ w1 + b1) @ w2 + b2)``, the softmax over each row. (The namespace's
+    functions, not operators: Tensor's operators are set at import, out of mypy's sight.)"""
+    hidden = xp.maximum(xp.add(xp.matmul(x, w1), b1), 0.0)
+    logits = xp.add(xp.matmul(hidden, w2), b2)
+    e = xp.exp(xp.subtract(logits, xp.max(logits, axis=1, keepdims=True)))
+    return [xp.divide(e, xp.sum(e, axis=1, keepdims=True))]
+
+
+def mlp_workload(rng: np.random.Generator, dtype: DType) -> Workload:
+    """A two-layer MLP forward pass on random inputs and weights (scaled by 1/sqrt(fan-in),
+    so the logits stay of order 1)."""
+    batch, n_in, n_hidden, n_out = MLP
+    x = random(rng, dtype, batch * n_in, -1.0, 1.0).reshape(batch, n_in)
+    w1 = random(rng, dtype, n_in * n_hidden, -1 / sqrt(n_in), 1 / sqrt(n_in))
+    b1 = random(rng, dtype, n_hidden, -0.5, 0.5)
+    w2 = random(rng, dtype, n_hidden * n_out, -1 / sqrt(n_hidden), 1 / sqrt(n_hidden))
+    b2 = random(rng, dtype, n_out, -0.5, 0.5)
+    inputs = (x, w1.reshape(n_in, n_hidden), b1, w2.reshape(n_hidden, n_out), b2)
+    a, m1, c1, m2, c2 = (v.astype(np.float64) for v in inputs)
+    logits = np.maximum(a @ m1 + c1, 0.0) @ m2 + c2
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    expected = (e / e.sum(axis=1, keepdims=True),)
+    needs = ((dtype, DTypeCapability.MATH),)  # exp
+    return Workload(f"mlp {dtype}", dtype, needs, inputs, expected, mlp_forward)
+
+
+def reductions(m: Tensor) -> list[Tensor]:
+    """Sum and mean over each axis."""
+    return [xp.sum(m, axis=0), xp.sum(m, axis=1), xp.mean(m, axis=0), xp.mean(m, axis=1)]
+
+
+def reduce_workload(rng: np.random.Generator, dtype: DType) -> Workload:
+    """Sums and means over each axis of a ``MATRIX`` of random values in [-4, 4]."""
+    rows, cols = MATRIX
+    m = random(rng, dtype, rows * cols).reshape(rows, cols)
+    m64 = m.astype(np.float64)
+    expected = (m64.sum(axis=0), m64.sum(axis=1), m64.mean(axis=0), m64.mean(axis=1))
+    needs = ((dtype, DTypeCapability.ARITHMETIC),)
+    return Workload(f"reduce {dtype}", dtype, needs, (m,), expected, reductions)
+
+
+def run_workload(device: Device, load: Workload) -> Result:
+    """Run ``load`` on ``device`` through the front end, compare and time it."""
+    skipped = _workload_why_not(device, load)
+    if skipped:
+        return Result(device.name, load.name, "skip", skipped, workload=True)
+    try:
+        return _run_workload(device, load)
+    except ZyxError as error:
+        note = f"{type(error).__name__}: {error}"
+        return Result(device.name, load.name, "FAIL", note, workload=True)
+
+
+WORKLOAD_INTERPRETED = "runs the IR interpreter: no device code to check, and slow at this size"
+"""Why a device that interprets the IR runs no workload."""
+
+
+def _workload_why_not(device: Device, load: Workload) -> str:
+    if device.interpreted:
+        return WORKLOAD_INTERPRETED
+    missing = [f"{d} {_capability(c)}" for d, c in load.needs if not device.info.supports(d, c)]
+    return f"no {', '.join(missing)}" if missing else ""
+
+
+def _capability(capability: DTypeCapability) -> str:
+    return "math functions" if capability & DTypeCapability.MATH else "arithmetic"
+
+
+def _run_workload(device: Device, load: Workload) -> Result:
+    arrays = [xp.asarray(v, device=device) for v in load.inputs]
+    realize(*arrays)  # the inputs are on the device before the clock starts
+
+    def timed() -> tuple[int, list[np.ndarray[Any, Any]], int]:
+        before = stats()
+        outputs = load.compute(*arrays)  # a new lazy graph each time: the plan is cached
+        start = time.perf_counter()
+        realize(*outputs)
+        values = [out.numpy() for out in outputs]
+        elapsed = time.perf_counter() - start
+        return int(elapsed * 1e9), values, (stats() - before).launches
+
+    first, values, _ = timed()
+    failure, worst = "", 0.0
+    for i, (out, ref) in enumerate(zip(values, load.expected)):
+        error = relative_error(out, ref)
+        worst = error if np.isnan(error) or error > worst else worst  # NaN sticks
+        what = f"output {i} of shape {out.shape} (flat)"  # assert_close takes flat arrays
+        try:
+            assert_close(out.reshape(-1), ref.reshape(-1), load.dtype, what)
+        except AssertionError as mismatch:
+            failure = failure or str(mismatch)
+    runs = [timed() for _ in range(TIMED_RUNS)]
+    warm = int(statistics.median(ns for ns, _, _ in runs))
+    status = "FAIL" if failure else "pass"
+    return Result(
+        device.name, load.name, status, failure, warm, error=worst, first_ns=first,
+        launches=runs[-1][2], workload=True,
+    )  # fmt: skip
+
+
 def _report(console: Console, devices: list[Device], results: list[Result]) -> None:
     for device in devices:
         label = " [yellow](IR interpreter: not checked)[/yellow]" if device.interpreted else ""
         console.print(f"[bold]{escape(device.name)}[/bold]{label}: {escape(device.info.name)}")
-    table = Table("device", "kernel", "time", "GB/s", "rel. error", "result")
+    table = Table("device", "kernel", "time", "GB/s", "rel. error", "result", title="kernels")
+    loads = Table(
+        "device", "workload", "first", "warm", "kernels", "rel. error", "result",
+        title="front-end workloads",
+    )  # fmt: skip
     for r in results:
         style = {"pass": "green", "FAIL": "red", "skip": "yellow"}[r.status]
-        table.add_row(
-            escape(r.device),
-            r.kernel,
-            _time(r.time_ns),
-            f"{r.nbytes / r.time_ns:.1f}" if r.time_ns else "",
-            f"{r.error:.2e}" if r.error is not None else "",
-            f"[{style}]{r.status}[/{style}]",
-        )
+        error = f"{r.error:.2e}" if r.error is not None else ""
+        result = f"[{style}]{r.status}[/{style}]"
+        if r.workload:
+            launches = str(r.launches) if r.launches is not None else ""
+            row = (_time(r.first_ns), _time(r.time_ns), launches, error, result)
+            loads.add_row(escape(r.device), r.kernel, *row)
+            continue
+        speed = f"{r.nbytes / r.time_ns:.1f}" if r.time_ns else ""
+        table.add_row(escape(r.device), r.kernel, _time(r.time_ns), speed, error, result)
     console.print(table)
+    if loads.rows:
+        console.print(loads)
+        batch, n_in, n_hidden, n_out = MLP
+        rows, cols = MATRIX
+        console.print(
+            f"mlp: softmax(relu(x @ W1 + b1) @ W2 + b2), x {batch}x{n_in}, {n_hidden} hidden, "
+            f"{n_out} out; reduce: sum and mean over each axis of a {rows}x{cols} matrix. "
+            "Times: zyx.realize + reading the results into numpy (not the inputs' upload); "
+            "first: the first run in this process, with scheduling, lowering and compiling "
+            f"(or loading from the compile cache); warm: the median of {TIMED_RUNS} more, the "
+            "plan cached. kernels: launches per run.",
+            style="dim",
+        )
     # One line per device and reason: an interpreted device skips every kernel alike.
     notes: dict[tuple[str, str, bool], list[str]] = {}
     for r in results:
@@ -207,4 +386,6 @@ def _time(ns: int | None) -> str:
         return ""
     if ns < 1_000_000:
         return f"{ns / 1000:.1f} µs"
-    return f"{ns / 1e6:.2f} ms"
+    if ns < 10_000_000_000:
+        return f"{ns / 1e6:.2f} ms" if ns < 1_000_000_000 else f"{ns / 1e9:.2f} s"
+    return f"{ns / 1e9:.1f} s"
