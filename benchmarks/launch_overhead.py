@@ -1,7 +1,7 @@
 """zyx's own host time per ``Device.launch``, with the native launch stubbed out. No GPU.
 
     python benchmarks/launch_overhead.py                 # both backends
-    python benchmarks/launch_overhead.py --backend cuda  # or opencl
+    python benchmarks/launch_overhead.py --backend cuda  # or opencl, or host
 
 What a launch costs beyond the native enqueue is zyx's Python: argument checks, stream or
 queue choice, hazard bookkeeping, argument packing. This isolates it on any machine:
@@ -14,6 +14,8 @@ queue choice, hazard bookkeeping, argument packing. This isolates it on any mach
   succeeds (zyx-opencl's native ``enqueue`` and its ``Enqueuer``'s
   ``clEnqueueNDRangeKernel``, or pyopencl's ``enqueue_nd_range_kernel`` with
   ``ZYX_NATIVE=0``); setting kernel arguments, markers and flushes stay real.
+- host: nothing stubbed (its launch is the C function's ctypes call, on one thread); the
+  "stub alone" row is that call of the empty kernel's function, the arguments preset.
 
 Each case is the host time of a burst of ``--launches`` launches, per launch, median of
 ``--repeats`` bursts (the device synchronized, untimed, between bursts). The stub's own
@@ -153,9 +155,31 @@ def opencl(launches: int, repeats: int, platform: str) -> dict[str, float]:
     )
 
 
+# ---- host, nothing stubbed -------------------------------------------------------------------
+
+
+def host(launches: int, repeats: int) -> dict[str, float]:
+    from zyx.host.device import CompiledProgram, HostDevice
+    from zyx.host.pool import HostPool
+
+    device = HostDevice(HostPool(), threads=1)
+    add, empty = device.compile(strided_add(1, 256)), device.compile(empty_kernel())
+    if not isinstance(empty, CompiledProgram):
+        raise SystemExit("the host has no C compiler here: its kernels are interpreted")
+    buf = device.pool.allocate(4)
+    device.launch(empty, [buf])  # binds the argument array the stub calls with
+    function, argv = empty._function, empty._argv
+    assert function is not None
+
+    def stub() -> None:
+        function(argv, 1)
+
+    return measure(launch_cases(device, add, empty, stub), launches, repeats)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=("cuda", "opencl", "all"), default="all")
+    parser.add_argument("--backend", choices=("cuda", "opencl", "host", "all"), default="all")
     parser.add_argument("--platform", default="0", help="OpenCL platform index or name part")
     parser.add_argument("--launches", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=9)
@@ -169,6 +193,8 @@ def main() -> None:
         results[f"opencl (enqueue stubbed, {native} enqueue)"] = opencl(
             args.launches, args.repeats, args.platform
         )
+    if args.backend in ("host", "all"):
+        results["host (not stubbed, one thread)"] = host(args.launches, args.repeats)
     print("| backend | case | µs per launch | zyx overhead (− stub) |")
     print("|---|---|---:|---:|")
     for backend, times in results.items():

@@ -4,7 +4,8 @@ Two devices on the stand-in driver (``stub_driver``, in a process of its own), o
 programs launch through the native ``Launcher``, one through the Python path
 (``KernelProgram.schedule``) only, replay the same random commands: launches that repeat
 or change their buffers and scalars, in lists and tuples, in-place and cross-stream
-hazards, writes, releases and reallocations, launches of released buffers and with bad
+hazards, writes, releases and reallocations (some smaller than the kernels reach: both
+paths refuse those launches, ``zyx.ir.extent``), launches of released buffers and with bad
 arguments, synchronizes. After each command both must have launched the same kernel with
 the same grid and argument slots on the same stream after the same cross-stream waits,
 kept the same sequence numbers, loads and access records, and raised the same errors; and
@@ -58,8 +59,9 @@ def replay(steps: int, seed: int = 7) -> str:
     native.compile()
     stand_ins.record(True)
     rng = random.Random(seed)
+    refused = 0
     for step in range(steps):
-        commands = ["lcg"] * 5 + ["inplace"] * 2 + ["write", "release", "sync", "bad"]
+        commands = ["lcg"] * 5 + ["inplace"] * 2 + ["write", "release", "sync", "bad", "shrink"]
         command = rng.choice(commands)
         j, k, o = (rng.randrange(BUFFERS) for _ in range(3))
         steps_arg = rng.choice([1, 2, 3])
@@ -71,10 +73,12 @@ def replay(steps: int, seed: int = 7) -> str:
             stand_ins.waits.clear()
         assert outcomes[0::2] == [outcomes[0]] * 2, f"step {step} {command}: {outcomes}"
         assert outcomes[1] == outcomes[3], f"step {step} {command}: {outcomes[1::2]}"
+        refused += "reaches index" in outcomes[0]
     launched = sum(program.launcher.launched for program in native.programs)
     launches = native.launches
     # Both paths taken, each often: hazards and new scalars need the Python path.
     assert launches // 10 < launched < launches - launches // 10, (launched, launches)
+    assert refused > steps // 100, refused  # launches over the shrunk buffers
     return f"{launched} of {launches} launches launched in C"
 
 
@@ -118,6 +122,9 @@ class Side:
                 self.pool.release(bufs[j])
                 if not as_tuple:  # else launches may meet the released buffer
                     bufs[j] = self.pool.allocate(4 * N)
+            elif command == "shrink":  # too small for n elements, and for 32 at k == 0
+                self.pool.release(bufs[j])
+                bufs[j] = self.pool.allocate(4 * (N - 1) if k else 4 * 31)
             elif command == "sync":
                 self.device.synchronize()
             elif command == "bad":  # a wrong count, a float for an int, out of int64 range

@@ -3,7 +3,8 @@
 ``Device.launch`` of a program goes to its native submit where zyx-opencl's module is
 built: it appends launches whose arguments are plainly of their params' kinds, with the
 work-groups computed in C, and hands every other launch to ``OpenCLProgram.schedule``. Both must
-put the same entry in the window, or raise the same error, for every argument list.
+put the same entry in the window, or raise the same error, for every argument list: a buffer
+smaller than the kernel reaches for its ``n`` too (``zyx.ir.extent``).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def outcome(dev: OpenCLDevice, submit: Any, args: Any) -> object:
 
 
 def argument_lists(
-    dev: OpenCLDevice, x: Buffer, out: Buffer, released: Buffer, foreign: Buffer
+    dev: OpenCLDevice, x: Buffer, out: Buffer, released: Buffer, foreign: Buffer, small: Buffer
 ) -> list[Any]:
     good: list[Arg] = [x, out, 2.0, 1000]
     limit = dev.info.max_global_work_dims[0]
@@ -86,8 +87,10 @@ def argument_lists(
         lists.append([x, out, 2.0, n])
     for scale in (2, True, np.float32(2.0), np.float64(2.0), "2", None):
         lists.append([x, out, scale, 1000])
-    for buffer in (released, foreign, 0, None):
+    for buffer in (released, foreign, 0, None, small):
         lists += [[buffer, out, 2.0, 1000], [x, buffer, 2.0, 1000]]
+    for n in (99, 100, 101, 4096, 4097):  # small holds 100 elements, x and out 4096
+        lists += [[small, out, 2.0, n], [x, small, 2.0, n], [x, out, 2.0, n]]
     return lists
 
 
@@ -99,16 +102,21 @@ def test_native_submit_appends_what_the_python_submit_appends(unflushed: OpenCLD
     other = open_all()[dev.index]
     pool = dev.pool
     x, out, released = (pool.allocate(4 * 4096) for _ in range(3))
+    small = pool.allocate(4 * 100)
     pool.release(released)
     foreign = other.pool.allocate(64)
 
     def launch(args: Any) -> None:
         dev.launch(program, args)
 
-    lists = argument_lists(dev, x, out, released, foreign)
+    lists = argument_lists(dev, x, out, released, foreign, small)
+    refused = 0
     for args in lists:
         got, want = outcome(dev, launch, args), outcome(dev, python_submit, args)
         assert got == want, f"{args!r}: native {got} != python {want}"
+        refused += isinstance(got, tuple) and "reaches index" in got[1]
+    # n = 101 over small (both params), 4097 over every buffer, 10**6 over x and out.
+    assert refused >= 6, refused
     good = lists[0]
     assert outcome(dev, launch, iter(good)) == outcome(dev, python_submit, iter(good))
     # Most of these go to the Python submit; the plain ones stay in C.
@@ -116,7 +124,7 @@ def test_native_submit_appends_what_the_python_submit_appends(unflushed: OpenCLD
     appended = program.enqueuer.appended
     assert 5 <= appended < len(lists), appended
     other.pool.release(foreign)
-    for buf in (x, out):
+    for buf in (x, out, small):
         pool.release(buf)
 
 

@@ -37,6 +37,7 @@ __all__ = [
 from zyx.device_info import DeviceInfo
 from zyx.dtypes import DType
 from zyx.errors import BackendError, ErrorStatus, IRError
+from zyx.ir.extent import Extents, extents
 from zyx.ir.ops import Dim, Kernel, ParamKind, SymDim
 from zyx.ir.verify import check_limits
 
@@ -290,6 +291,11 @@ class Program:
         """Per param, what ``inspect`` checks: ``_READ`` or ``_WRITE`` for a buffer param,
         its ``scalar_range`` for a ``Variable`` (no enum members: looking one up costs
         more than the rest of a param's check)."""
+        self.extents: Extents = extents(kernel)
+        """What the kernel's loads and stores reach in each buffer (``zyx.ir.extent``): a
+        launch whose buffer holds less than a known extent is refused by ``inspect``."""
+        self._sized = self.extents.sized
+        self._static_needs = self.extents.static
         self._pool = device.pool
         self.released = False
         """Whether its device released it (``retire``): every launch of it is refused."""
@@ -310,7 +316,9 @@ class Program:
 
     def inspect(self, args: Sequence[Arg]) -> Prepared:
         """Check ``args`` as ``check_args`` says, the first bad one first, and return what a
-        launch of them needs (``Prepared``). A released program refuses every launch.
+        launch of them needs (``Prepared``). A released program refuses every launch. A
+        buffer smaller than what the kernel is known to reach in it for these arguments
+        (``extents``) is IncorrectKernelArg, after every argument passed on its own.
 
         Plain arguments (live buffers of the pool, Python numbers in range) pass in one
         loop; any other goes to ``_inspect_each``, which converts numpy scalars and raises
@@ -337,7 +345,18 @@ class Program:
                     if not (real and isinstance(value, float)):
                         return self._inspect_each(values)
         groups = self._groups(values) if self.symbolic else self._static_groups
+        if self._sized:
+            needs = self._static_needs or self.extents.needs_of(values)
+            for i in self._sized:
+                if values[i].nbytes < needs[i]:  # type: ignore[union-attr]  # a Buffer
+                    raise self._too_small(values, i)
         return values, reads, writes, groups
+
+    def _too_small(self, values: Sequence[Arg], i: int) -> BackendError:
+        """The error of a launch of checked ``values`` whose buffer ``i`` is too small."""
+        nbytes: int = values[i].nbytes  # type: ignore[union-attr]  # a Buffer
+        message = self.extents.refusal(values, i, nbytes)
+        return BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, message)
 
     def _inspect_each(self, values: tuple[Arg, ...]) -> Prepared:
         """``inspect`` of arguments not all plain: each checked in param order, numpy
@@ -355,6 +374,11 @@ class Program:
                 raise self._bad(i, value)
         plain = tuple(checked)
         groups = self._groups(plain) if self.symbolic else self._static_groups
+        if self._sized:
+            needs = self._static_needs or self.extents.needs_of(plain)
+            for i in self._sized:
+                if plain[i].nbytes < needs[i]:  # type: ignore[union-attr]  # a Buffer
+                    raise self._too_small(plain, i)
         return plain, reads, writes, groups
 
     def retire(self) -> None:

@@ -110,6 +110,12 @@ class LaunchLayout:
     lock: Any
     """The device's lock (``MemoryPool.lock``): a ``Lock`` of the launcher's own module
     (``new_lock``), which its ``submit`` takes in C."""
+    extent_code: tuple[tuple[int, int, int, int], ...] = ()
+    """``Program.extents.code``: the instructions of what the kernel reaches in its buffers
+    (``zyx.ir.extent``), which the launcher evaluates per launch (``zyx_fits``)."""
+    extent_needs: tuple[int, ...] = ()
+    """``Program.extents.needs``: per param, the node of the bytes its buffer must hold,
+    ``-1`` where nothing is known (one entry per param)."""
     buffer_type: type[Buffer] = Buffer
     record_type: type[Access[int]] = Access
 
@@ -156,6 +162,8 @@ def launch_layout(
         track=tracker.track,
         queues=tuple(queues),
         lock=program.device.pool.lock,
+        extent_code=program.extents.code,
+        extent_needs=program.extents.needs,
     )
 
 

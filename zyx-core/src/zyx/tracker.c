@@ -6,7 +6,9 @@
  * ``Program.inspect`` does for plain ones (``zyx_plain``, ``zyx_groups``), decides as
  * ``DependencyTracker.choose`` does, tests whether any wait is needed
  * (``DependencyTracker.waits`` would give none that is not known complete), and records
- * the launch as ``Sequencer.commit`` does. It reads and writes ``Buffer.tracking`` and the
+ * the launch as ``Sequencer.commit`` does. It checks, as ``Program.inspect`` does, that each
+ * buffer holds what the kernel is known to reach in it (``zyx_fits``, from the
+ * instructions of ``zyx.ir.extent``). It reads and writes ``Buffer.tracking`` and the
  * ``zyx.streams.Access`` records through their __slots__, in place. Those Python methods
  * are the specification of these functions.
  *
@@ -22,6 +24,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <limits.h>
 
 #define ZYX_MAX_BUFFERS 32
 #define ZYX_MAX_PARAMS 64
@@ -264,6 +267,16 @@ typedef struct {
     Py_ssize_t dim_param[3]; /* per axis: the Variable param its groups depend on, or -1 */
     long dim[3], limit[3];   /* per axis: the groups or that param's divisor; the most */
     void **handles;          /* the queues' native handles (streams, command queues) */
+    /* What the kernel reaches in its buffers (zyx.ir.extent; LaunchLayout.extent_code) */
+    Py_ssize_t nbytes_at;       /* Buffer.nbytes */
+    Py_ssize_t extent_count;    /* instructions */
+    long long *extent_code;     /* four per instruction: op, a, b, c */
+    long long *extent_regs;     /* one value per instruction */
+    Py_ssize_t need_node[ZYX_MAX_PARAMS]; /* per param: the node of its need, or -1 */
+    long long static_need[ZYX_MAX_PARAMS]; /* per param, where no Variable enters them */
+    int sized;          /* whether any param has a need */
+    int extent_static;  /* whether the needs depend on no Variable (static_need holds them) */
+    int extent_broken;  /* whether they overflowed long long at init: the Python path */
 } ZyxTracking;
 
 /* An int's value, or -2 where it is not a small int. */
@@ -392,6 +405,185 @@ static int zyx_slots(ZyxTracking *t) {
            zyx_slot_offset(t->record_type, "readers", &t->readers_at);
 }
 
+/* ---- extents: the bytes a launch needs of each buffer ---------------------------------
+ *
+ * ``zyx.ir.extent.run`` is the specification: every instruction (op, a, b, c) computes one
+ * value from earlier ones (a constant, a Variable's argument, + * - / % min max, a
+ * select), here in ``long long``; an overflow or an argument that is not a small int says
+ * "unusual", and the launch goes to the Python path, which computes exactly.
+ */
+
+enum { ZYX_CONST, ZYX_VAR, ZYX_ADD, ZYX_MUL, ZYX_NEG, ZYX_TDIV, ZYX_TMOD, ZYX_MIN, ZYX_MAX,
+       ZYX_SEL, ZYX_FDIV };
+
+/* Every instruction for a launch of ``items`` (NULL: there is no Variable) into
+ * ``t->extent_regs``; 0, or 1 where unusual. */
+static int zyx_extents_run(ZyxTracking *t, PyObject *const *items) {
+    long long *r = t->extent_regs;
+    for (Py_ssize_t k = 0; k < t->extent_count; k++) {
+        const long long *in = t->extent_code + 4 * k;
+        long long a = in[1], x = 0, y = 0;
+        if (in[0] != ZYX_CONST && in[0] != ZYX_VAR) {
+            x = r[a];
+            y = in[0] == ZYX_NEG ? 0 : r[in[2]];
+        }
+        switch (in[0]) {
+        case ZYX_CONST:
+            r[k] = a;
+            break;
+        case ZYX_VAR: {
+            int overflow;
+            if (items == NULL || !PyLong_Check(items[a]))
+                return 1;
+            r[k] = PyLong_AsLongLongAndOverflow(items[a], &overflow);
+            if (overflow || (r[k] == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                return 1;
+            }
+            break;
+        }
+        case ZYX_ADD:
+            if (__builtin_add_overflow(x, y, &r[k]))
+                return 1;
+            break;
+        case ZYX_MUL:
+            if (__builtin_mul_overflow(x, y, &r[k]))
+                return 1;
+            break;
+        case ZYX_NEG:
+            if (x == LLONG_MIN)
+                return 1;
+            r[k] = -x;
+            break;
+        case ZYX_TDIV:
+        case ZYX_FDIV:
+            if (y == 0) {
+                r[k] = 0;
+                break;
+            }
+            if (x == LLONG_MIN && y == -1)
+                return 1;
+            r[k] = x / y;
+            if (in[0] == ZYX_FDIV && x % y != 0 && ((x < 0) != (y < 0)))
+                r[k]--;
+            break;
+        case ZYX_TMOD:
+            r[k] = y == 0 || y == -1 ? 0 : x % y;
+            break;
+        case ZYX_MIN:
+            r[k] = x < y ? x : y;
+            break;
+        case ZYX_MAX:
+            r[k] = x > y ? x : y;
+            break;
+        case ZYX_SEL:
+            r[k] = x >= 1 ? y : r[in[3]];
+            break;
+        default:
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The layout's ``extent_code`` (instructions over earlier nodes) and ``extent_needs`` (per
+ * param its node, -1 for none); the needs evaluated here where no Variable enters them. */
+static int zyx_extents_init(ZyxTracking *t, PyObject *layout) {
+    PyObject *code = zyx_field(layout, "extent_code"), *needs = zyx_field(layout, "extent_needs");
+    int status = -1, variables = 0;
+    PyMem_Free(t->extent_code);
+    PyMem_Free(t->extent_regs);
+    t->extent_code = NULL, t->extent_regs = NULL;
+    t->extent_count = 0, t->sized = 0, t->extent_static = 1, t->extent_broken = 0;
+    if (code == NULL || needs == NULL)
+        goto done;
+    if (!PyTuple_Check(code) || !PyTuple_Check(needs) || PyTuple_GET_SIZE(needs) != t->params) {
+        PyErr_SetString(PyExc_ValueError, "LaunchLayout: extent_code, and one need per param");
+        goto done;
+    }
+    Py_ssize_t count = PyTuple_GET_SIZE(code);
+    t->extent_code = PyMem_New(long long, 4 * (count ? count : 1));
+    t->extent_regs = PyMem_New(long long, count ? count : 1);
+    if (t->extent_code == NULL || t->extent_regs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    t->extent_count = count;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *in = PyTuple_GET_ITEM(code, k);
+        long long *out = t->extent_code + 4 * k;
+        if (!PyTuple_Check(in) || PyTuple_GET_SIZE(in) != 4) {
+            PyErr_SetString(PyExc_ValueError, "LaunchLayout.extent_code: (op, a, b, c) each");
+            goto done;
+        }
+        for (int j = 0; j < 4; j++) {
+            int overflow;
+            out[j] = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(in, j), &overflow);
+            if (out[j] == -1 && PyErr_Occurred())
+                goto done;
+            if (overflow) /* a constant past long long: only Python computes with it */
+                t->extent_broken = 1, out[j] = 0;
+        }
+        int operands = out[0] == ZYX_CONST || out[0] == ZYX_VAR ? 0 : out[0] == ZYX_NEG ? 1
+                       : out[0] == ZYX_SEL ? 3 : 2;
+        for (int j = 1; j <= operands; j++)
+            if (out[j] < 0 || out[j] >= k) {
+                PyErr_SetString(PyExc_ValueError, "LaunchLayout.extent_code: a later operand");
+                goto done;
+            }
+        if (out[0] == ZYX_VAR) {
+            if (out[1] < 0 || out[1] >= t->params || t->is_buffer[out[1]]) {
+                PyErr_SetString(PyExc_ValueError, "LaunchLayout.extent_code: not a Variable");
+                goto done;
+            }
+            variables = 1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < t->params; i++) {
+        t->need_node[i] = PyLong_AsSsize_t(PyTuple_GET_ITEM(needs, i));
+        if (t->need_node[i] == -1 && PyErr_Occurred())
+            goto done;
+        if (t->need_node[i] < -1 || t->need_node[i] >= count ||
+            (t->need_node[i] >= 0 && !t->is_buffer[i])) {
+            PyErr_SetString(PyExc_ValueError, "LaunchLayout.extent_needs: not a buffer's node");
+            goto done;
+        }
+        t->sized |= t->need_node[i] >= 0;
+    }
+    t->extent_static = !variables;
+    if (t->extent_static && !t->extent_broken) {
+        if (zyx_extents_run(t, NULL))
+            t->extent_broken = 1;
+        for (Py_ssize_t i = 0; i < t->params; i++)
+            t->static_need[i] = t->need_node[i] >= 0 ? t->extent_regs[t->need_node[i]] : 0;
+    }
+    status = zyx_slot_offset(t->buffer_type, "nbytes", &t->nbytes_at);
+done:
+    Py_XDECREF(code);
+    Py_XDECREF(needs);
+    return status;
+}
+
+/* Whether each buffer of a launch of plain ``items`` holds what the kernel is known to
+ * reach in it (``Program.inspect``'s check): 1; 0 where one does not, or where the needs
+ * cannot be computed here (the Python path decides, and raises). */
+static int zyx_fits(ZyxTracking *t, PyObject *const *items) {
+    if (!t->sized)
+        return 1;
+    if (t->extent_broken || (!t->extent_static && zyx_extents_run(t, items)))
+        return 0;
+    for (Py_ssize_t k = 0; k < t->buffers; k++) {
+        Py_ssize_t i = t->positions[k], node = t->need_node[i];
+        if (node < 0)
+            continue;
+        long long need = t->extent_static ? t->static_need[i] : t->extent_regs[node];
+        long nbytes = zyx_small_int(ZYX_SLOT(items[i], t->nbytes_at));
+        if (nbytes < 0 || (long long)nbytes < need)
+            return 0;
+    }
+    return 1;
+}
+
 /* Set up ``t`` from a ``zyx.native.LaunchLayout``; holds what it keeps. 0, or -1 with an
  * exception. */
 static int zyx_tracking_init(ZyxTracking *t, PyObject *layout) {
@@ -422,7 +614,8 @@ static int zyx_tracking_init(ZyxTracking *t, PyObject *layout) {
     PyMem_Free(t->handles);
     t->handles = NULL;
     return zyx_buffer_params(t, layout) || zyx_scalar_params(t, layout) ||
-                   zyx_grid(t, layout) || zyx_slots(t) || zyx_handles(t, layout)
+                   zyx_grid(t, layout) || zyx_slots(t) || zyx_handles(t, layout) ||
+                   zyx_extents_init(t, layout)
                ? -1
                : 0;
 }
@@ -455,6 +648,9 @@ static void zyx_tracking_free(ZyxTracking *t) {
     zyx_tracking_clear(t);
     PyMem_Free(t->handles);
     t->handles = NULL;
+    PyMem_Free(t->extent_code);
+    PyMem_Free(t->extent_regs);
+    t->extent_code = NULL, t->extent_regs = NULL;
 }
 
 /* Whether ``arg`` is a buffer of the pool (released or not). */

@@ -344,7 +344,8 @@ static PyObject *launcher_fallback(Launcher *self, PyObject *args) {
 }
 
 /* Whether the arguments can be launched here: each the packed object, or a buffer of the
- * pool (its handle into ``handles``, ``*changed`` set); and every buffer alive. */
+ * pool (its handle into ``handles``, ``*changed`` set); every buffer alive and as large as
+ * the kernel reaches in it (tracker.c's ``zyx_fits``). */
 static int launchable(Launcher *self, PyObject *const *items, unsigned long long *handles,
                       int *changed) {
     const ZyxTracking *t = &self->tracking;
@@ -364,7 +365,7 @@ static int launchable(Launcher *self, PyObject *const *items, unsigned long long
         }
         *changed = 1;
     }
-    return zyx_alive(t, items);
+    return zyx_alive(t, items) && zyx_fits(&self->tracking, items);
 }
 
 /* Pack the buffers that changed, launch on ``queue`` and record it: where a kernel is

@@ -92,7 +92,7 @@ static PyObject *enqueue(PyObject *self, PyObject *const *args, Py_ssize_t nargs
  * choice and waits, the window's gate, the kernel's arguments set where they changed, the
  * enqueue, the record. ``Enqueuer.submit`` appends here every launch whose arguments are
  * plainly of their params' kinds (tracker.c's ``zyx_plain``), its work-groups within the
- * device's limits; ``Enqueuer.enqueue`` enqueues here, with tracker.c, every launch that
+ * device's limits and its buffers as large as the kernel reaches (``zyx_fits``); ``Enqueuer.enqueue`` enqueues here, with tracker.c, every launch that
  * needs no wait but the window's gate and finds the kernel holding its arguments, or only
  * other buffers. Anything else (a subclass, a released buffer, a wait on another queue,
  * new scalars) goes to the Python method, which decides afresh: nothing is changed before
@@ -360,7 +360,7 @@ static PyObject *enqueuer_enqueue(Enqueuer *self, PyObject *const *argv, Py_ssiz
 /* The launch appended to the window as ``(program, args, work)``, the window enqueued
  * once full; the device's lock held. */
 static PyObject *enqueuer_submit_held(Enqueuer *self, PyObject *args) {
-    const ZyxTracking *t = &self->tracking;
+    ZyxTracking *t = &self->tracking;
     if ((!PyList_CheckExact(args) && !PyTuple_CheckExact(args)) ||
         PySequence_Fast_GET_SIZE(args) != t->params || !zyx_plain(t, PySequence_Fast_ITEMS(args)))
         return PyObject_CallOneArg(self->schedule, args);
@@ -368,6 +368,10 @@ static PyObject *enqueuer_submit_held(Enqueuer *self, PyObject *args) {
                                            : work_of(self, PySequence_Fast_ITEMS(args));
     if (work == NULL)
         return PyErr_Occurred() ? NULL : PyObject_CallOneArg(self->schedule, args);
+    if (!zyx_fits(t, PySequence_Fast_ITEMS(args))) { /* schedule raises, naming the access */
+        Py_DECREF(work);
+        return PyObject_CallOneArg(self->schedule, args);
+    }
     PyObject *held = PyTuple_CheckExact(args) ? Py_NewRef(args) : PyList_AsTuple(args);
     PyObject *entry = held ? PyTuple_Pack(3, self->program, held, work) : NULL;
     Py_XDECREF(held);
