@@ -4,18 +4,17 @@ worth of code, down to their imports, and its ``pyproject.toml`` builds."""
 from __future__ import annotations
 
 import builtins
-import re
 import symtable
 import tomllib
-from pathlib import Path
 
 import pytest
+from docs_support import DOCS, code_blocks
 
-GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing-a-backend.md"
+GUIDE = DOCS / "writing-a-backend.md"
 
 
 def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", GUIDE.read_text(), re.S)
+    return code_blocks(GUIDE, language)
 
 
 def excerpts() -> list[str]:
