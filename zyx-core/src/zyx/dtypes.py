@@ -31,6 +31,8 @@ class DTypeCapability(Flag):
 class DType(Enum):
     """An element type. The value is zyx's short name."""
 
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python code
+
     BOOL = "bool"
     U8 = "u8"
     U16 = "u16"

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 
 
 class Op(Enum):
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python code
+
     BUFFER = "buffer"
     """A leaf that holds data from its creation (``asarray``, a loaded file)."""
     SCALAR = "scalar"
@@ -57,6 +59,8 @@ class Op(Enum):
 
 
 class ReduceOp(Enum):
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python code
+
     SUM = "sum"
     PROD = "prod"
     MAX = "max"

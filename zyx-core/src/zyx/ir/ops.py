@@ -26,6 +26,8 @@ INDEX = DType.I64
 class ParamKind(Enum):
     """How a kernel uses a parameter; lets a backend derive read and write sets."""
 
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python code
+
     GLOBAL = "Global"
     """A buffer the kernel only reads."""
     GLOBAL_MUT = "GlobalMut"
@@ -37,12 +39,16 @@ class ParamKind(Enum):
 class Scope(Enum):
     """Which hardware index a ``Range`` is: work-group or work-item within the group."""
 
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python code
+
     GROUP = "Group"
     LOCAL = "Local"
 
 
 class Storage(Enum):
     """Where a ``Define`` lives: per work-item registers or per work-group local memory."""
+
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python code
 
     REGISTER = "Register"
     LOCAL = "Local"
@@ -51,6 +57,8 @@ class Storage(Enum):
 class UOp(Enum):
     """zyx's unary ops. All but ``neg``, ``bitnot`` and ``abs`` are float only; each float
     one is C's function of that name (``ln`` is ``log``, ``rint`` rounds half to even)."""
+
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python code
 
     NEG = "neg"
     BITNOT = "bitnot"
@@ -94,6 +102,8 @@ class BOp(Enum):
     ``min`` of floats are C's ``fmax`` and ``fmin`` (a NaN operand loses); ``pow``,
     ``atan2``, ``hypot``, ``copysign`` and ``nextafter`` are float only, C's functions, and
     ``nextafter`` steps to the next value of the operands' own dtype (f16 and bf16 too)."""
+
+    __hash__ = object.__hash__  # members are singletons; Enum's hash runs Python code
 
     ADD = "add"
     SUB = "sub"
