@@ -304,7 +304,6 @@ for _op, _fn in {
 Tensor.__hash__ = None  # type: ignore[assignment]  # == is elementwise
 
 
-
 def _name(dtype: DType) -> str:
     from zyx.array.dtypes import dtype_name
 
