@@ -115,3 +115,87 @@ def test_the_segfault_of_the_issue_is_an_error(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert "refused: IncorrectKernelArg: add: op %" in done.stdout, done.stdout
     assert f"reaches index {(1 << 28) - 1}" in done.stdout
+
+
+def indexed(scatter: bool = False, registers: bool = False) -> Kernel:
+    """``out[i] = x[idx[i]]`` (a gather), ``out[idx[i]] = x[i]`` (a scatter) or a register
+    array of 4 read at ``idx[i]``, for ``i < n``: indices from data, which no launch check
+    knows."""
+    kb = KernelBuilder("scatter" if scatter else "registers" if registers else "gather")
+    x, idx = kb.param(DType.F32, name="x"), kb.param(INDEX, name="idx")
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT, "out")
+    n = kb.variable(INDEX, "n")
+    i = kb.group(0, ceil_div(n, LOCAL)) * LOCAL + kb.local(0, LOCAL)
+    with kb.if_(i < n):
+        if scatter:
+            out[idx[i]] = x[i]
+        elif registers:
+            r = kb.define(DType.F32, 4)
+            with kb.loop(4) as j:
+                r[j] = x[i]
+            out[i] = r[idx[i]]
+        else:
+            out[i] = x[idx[i]]
+    return kb.build()
+
+
+@pytest.fixture(params=["compiled", "interpreted"])
+def checked(request: pytest.FixtureRequest) -> HostDevice:
+    return HostDevice(HostPool(), interpret=request.param == "interpreted", bounds_checked=True)
+
+
+@pytest.mark.parametrize(
+    ("kind", "what"),
+    [
+        ("gather", "op %12 (Load(%0, %11)): index 77 out of bounds for 10 elements of "
+         "argument 0 ('x', Global f32)"),
+        ("scatter", "op %13 (Store(%2, %12, %11)): index 77 out of bounds for 10 elements of "
+         "argument 2 ('out', GlobalMut f32)"),
+        ("registers", "op %18 (Load(%11, %17)): index 77 out of bounds for 4 elements of %11 "
+         "(Register f32[4])"),
+    ],
+)  # fmt: skip
+def test_the_bounds_checked_mode_names_the_kernel_op_param_and_index(
+    checked: HostDevice, kind: str, what: str
+) -> None:
+    kernel = indexed(scatter=kind == "scatter", registers=kind == "registers")
+    assert kind == "registers" or not extents_known(kernel)  # a Define is no param
+    program = checked.compile(kernel)
+    x = buffer(checked, np.arange(10))
+    out = buffer(checked, np.zeros(10))
+    good, bad = checked.pool.allocate(80), checked.pool.allocate(80)
+    checked.pool.write(good, np.array([3, 1, 2, 0, 3, 1, 2, 0, 3, 1], np.int64))
+    checked.pool.write(bad, np.array([3, 1, 2, 0, 3, 1, 77, 0, 3, 1], np.int64))
+    checked.launch(program, [x, good, out, 10])
+    with pytest.raises(BackendError) as caught:
+        checked.launch(program, [x, bad, out, 10])
+    assert caught.value.status is ErrorStatus.KERNEL_LAUNCH
+    assert str(caught.value) == f"KernelLaunch: kernel {kind!r}, {what}"
+    checked.launch(program, [x, good, out, 10])  # the record was cleared
+
+
+def extents_known(kernel: Kernel) -> bool:
+    from zyx.ir.extent import extents
+
+    return not extents(kernel).unchecked
+
+
+def test_zyx_debug_turns_the_bounds_checked_mode_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zyx import debug
+    from zyx.host.plugin import HostSection, open_host
+
+    assert not HostDevice(HostPool()).bounds_checked
+    monkeypatch.setenv("ZYX_DEBUG", str(debug.BOUNDS | 32))
+    (device,) = open_host(HostSection())
+    assert isinstance(device, HostDevice) and device.bounds_checked
+    program = device.compile(indexed())
+    x, out, idx = (
+        buffer(device, np.arange(4)),
+        buffer(device, np.zeros(4)),
+        device.pool.allocate(32),
+    )
+    device.pool.write(idx, np.array([0, 1, 2, 4], np.int64))
+    with pytest.raises(BackendError, match="index 4 out of bounds for 4 elements"):
+        device.launch(program, [x, idx, out, 4])
+    monkeypatch.setenv("ZYX_DEBUG", "junk")
+    assert not debug.bounds_checked()

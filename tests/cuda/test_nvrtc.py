@@ -190,3 +190,18 @@ def test_special_and_negative_constants_compile(dtype: DType) -> None:
         out[i] = kb.const(value, dtype)
     out[len(values)] = -kb.const(-1.5, dtype)
     compile_kernel(kb.build(), ARCHS[0])
+
+
+@pytest.mark.parametrize("kernel", [e.kernel for e in examples()], ids=lambda k: k.name)
+def test_bounds_checked_kernels_compile(kernel: Kernel) -> None:
+    """Every access guarded by ``zyx_in_bounds``, the record and the element counts after
+    the params (``zyx.codegen.c``): shared local memory and f16 in the sample kernels too."""
+    dialect = CudaDialect()
+    dialect.bounds_checked = True
+    source = dialect.render(kernel)
+    accesses = sum(type(op).__name__ in ("Load", "Store") for op in kernel.ops)
+    assert source.code.count("zyx_in_bounds(zyx_err, ") == accesses
+    buffers = sum(p.kind is not ParamKind.VARIABLE for p in kernel.params)
+    assert "long long* __restrict__ zyx_err, const long long zyx_len" in source.code
+    assert source.code.count("const long long zyx_len") == buffers
+    assert Compiler(ARCHS[0]).compile(source).format == "cubin"

@@ -7,6 +7,9 @@ included only by kernels that use those types, so most kernels compile without a
 Local memory (``Define`` with ``Storage.LOCAL``) is carved out of one dynamic
 ``extern __shared__`` array: static ``__shared__`` arrays stop at 48 KiB, dynamic shared
 memory reaches the device's opt-in maximum. ``shared_bytes(kernel)`` is what a launch asks for.
+
+Bounds-checked (``bounds_checked``), a kernel takes ``long long* zyx_err`` and a ``long long``
+element count per buffer param after its own params (``zyx.codegen.c``).
 """
 
 from __future__ import annotations
@@ -60,6 +63,20 @@ def shared_bytes(kernel: Kernel) -> int:
     return total
 
 
+_IN_BOUNDS = """\
+static __device__ int zyx_in_bounds(long long* err, long long index, long long length,
+                                    long long op) {
+  if (index >= 0 && index < length) return 1;
+  if (atomicCAS((unsigned long long*)err, 0ULL, 1ULL) == 0ULL) {
+    err[1] = op;
+    err[2] = index;
+    err[3] = length;
+  }
+  return 0;
+}
+"""
+
+
 class CudaDialect(CDialect):
     """CUDA C++ as NVRTC compiles it."""
 
@@ -96,6 +113,9 @@ class CudaDialect(CDialect):
 
     def barrier(self) -> str:
         return "__syncthreads()"
+
+    def bounds_helper(self) -> str:
+        return _IN_BOUNDS
 
     def render_op(self, kernel: Kernel, ref: Ref) -> str:
         op = kernel.ops[ref]

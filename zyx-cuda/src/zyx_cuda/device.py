@@ -14,13 +14,14 @@ from typing import Any
 
 from cuda.bindings import driver
 
-from zyx import nvidia
+from zyx import debug, nvidia
 from zyx.backend import (
     Arg,
     Buffer,
     Device,
     DeviceInfo,
     Program,
+    Recording,
     check_compilable,
     not_a_program,
 )
@@ -46,8 +47,13 @@ class CudaDevice(Device):
     backend = "cuda"
     pool: CudaPool
 
-    def __init__(self, ordinal: int, *, queues: int = 8) -> None:
+    def __init__(
+        self, ordinal: int, *, queues: int = 8, bounds_checked: bool | None = None
+    ) -> None:
         self.index = ordinal
+        self.bounds_checked = debug.bounds_checked() if bounds_checked is None else bounds_checked
+        """Whether kernels check every load and store and each launch waits for its kernel
+        and raises what it found (``zyx.debug.BOUNDS``; ``None``: as ``ZYX_DEBUG`` says)."""
         self.context = Context(ordinal)
         self.context.activate()
         self.info = query_info(self.context.device)
@@ -57,6 +63,7 @@ class CudaDevice(Device):
         assert self.info.compute_capability is not None
         self.compiler = Compiler(self.info.compute_capability)
         self.dialect = CudaDialect()
+        self.dialect.bounds_checked = self.bounds_checked
         timing = driver.CUevent_flags.CU_EVENT_DEFAULT
         self._timers = [
             check(ErrorStatus.INITIALIZATION, "cuEventCreate", driver.cuEventCreate(timing))
@@ -75,7 +82,7 @@ class CudaDevice(Device):
         source = self.dialect.render(kernel)
         image = self.compiler.compile(source)
         self.context.activate()
-        return KernelProgram(self, kernel, source.name, image)
+        return KernelProgram(self, kernel, source.name, image, checked=self.bounds_checked)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         try:  # costs nothing where it does not raise, unlike getattr() or isinstance()
@@ -102,6 +109,7 @@ class CudaDevice(Device):
                 log_launch(program, 0, groups)
             check(ErrorStatus.KERNEL_SYNC, "cuEventSynchronize", driver.cuEventSynchronize(end))
             streams.done(0)
+            program.check_record()
             ms = check(
                 ErrorStatus.KERNEL_SYNC,
                 "cuEventElapsedTime",
@@ -125,8 +133,10 @@ class CudaDevice(Device):
         self.context.activate()
         self.streams.synchronize()
 
-    def record(self) -> GraphRecording:
-        return GraphRecording(self)
+    def record(self) -> Recording:
+        """A CUDA graph of the launches; bounds-checked, the contract's launch-by-launch
+        replay instead, which checks each launch."""
+        return Recording(self) if self.bounds_checked else GraphRecording(self)
 
     # The DLPack hooks (zyx.backend): zyx_cuda.interop imports this module, hence the
     # imports inside them.

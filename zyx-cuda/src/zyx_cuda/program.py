@@ -17,6 +17,11 @@ buffer and a ``void*`` array pointing at the slots, whose address is ``cuLaunchK
 ``kernelParams``. A launch with the argument objects of the last one skips the packing;
 the C path packs only the buffers that changed.
 
+A bounds-checked ``KernelProgram`` (``zyx.debug.BOUNDS``) has no ``Launcher``: its block
+holds the hidden arguments too (its error record's address and each buffer's element
+count, ``zyx.codegen.c``), and ``schedule`` waits for the launch and raises what the record
+holds.
+
 Whether a program logs its launches (``zyx.launch`` at DEBUG, ``ZYX_DEBUG=32``) is decided
 once, when it is made (``logged``): a logging kernel has no ``Launcher`` (its C path does
 not log).
@@ -35,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from cuda.bindings import driver
 
 from zyx.backend import Arg, Prepared, Program
+from zyx.codegen.c import bounds_error
 from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir.ops import Kernel, ParamKind
@@ -96,6 +102,11 @@ class CudaProgram(Program):
             streams.commit(queue, reads, writes)
             if self.logged:
                 log_launch(self, queue, groups)
+            self.check_record()
+
+    def check_record(self) -> None:
+        """Bounds-checked: wait for the device and raise what the error record holds (and
+        clear it). Nothing for an unchecked program."""
 
     def retire(self) -> None:
         super().retire()
@@ -229,8 +240,16 @@ def log_launch(program: CudaProgram, queue: int, groups: tuple[int, int, int]) -
 class KernelProgram(CudaProgram):
     """A compiled kernel: its module, function and prepared argument block."""
 
-    def __init__(self, device: CudaDevice, kernel: Kernel, entry: str, image: Image) -> None:
+    def __init__(
+        self, device: CudaDevice, kernel: Kernel, entry: str, image: Image, *, checked: bool = False
+    ) -> None:
         super().__init__(device, kernel)
+        self._ir = kernel
+        self.record = device.pool.allocate(32) if checked else None
+        """A bounds-checked kernel's error record (``int64 [4]`` of device memory)."""
+        if self.record is not None:
+            device.pool.write(self.record, bytes(32))
+            device.pool.synchronize()
         status = ErrorStatus.KERNEL_COMPILATION
         self.module = check(status, "cuModuleLoadData", driver.cuModuleLoadData(image.data))
         self.function = check(
@@ -244,7 +263,11 @@ class KernelProgram(CudaProgram):
                 "cuFuncSetAttribute",
                 driver.cuFuncSetAttribute(self.function, attribute, self.shared_bytes),
             )
-        self.args = ArgBlock(self.param_kinds, self.param_dtypes)
+        hidden = 1 + len(self.buffer_positions) if checked else 0
+        self.args = ArgBlock(
+            self.param_kinds + (ParamKind.VARIABLE,) * hidden,
+            self.param_dtypes + ((DType.U64,) + (DType.I64,) * (hidden - 1) if hidden else ()),
+        )
         if not self.symbolic:  # else packing sets it
             self.args.grid[:] = self.groups(())
         self._native_launch = launch_function()
@@ -257,8 +280,27 @@ class KernelProgram(CudaProgram):
 
     def prepare(self, args: Sequence[Arg]) -> Prepared:
         prepared = self.inspect(args)
-        self.args.pack(prepared[0], prepared[3])
+        if self.record is None:
+            self.args.pack(prepared[0], prepared[3])
+            return prepared
+        values, dtypes = prepared[0], self.param_dtypes
+        buffers: list[Any] = [values[i] for i in self.buffer_positions]
+        lengths = [b.nbytes // dtypes[i].itemsize for b, i in zip(buffers, self.buffer_positions)]
+        self.args.pack((*values, self.record.handle, *lengths), prepared[3])
         return prepared
+
+    def check_record(self) -> None:
+        if self.record is None:
+            return
+        pool = self.device.pool
+        self.device.synchronize()
+        found = bytearray(32)
+        pool.read(self.record, found)
+        error = bounds_error(self._ir, struct.unpack("<4q", found))
+        if error is not None:
+            pool.write(self.record, bytes(32))
+            pool.synchronize()
+            raise error
 
     def enqueue(self, stream: Any, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
         """Launch the argument block as the ``prepare`` just before packed it, on
@@ -289,7 +331,8 @@ class KernelProgram(CudaProgram):
         launcher = launcher_type()
         streams = self.device.streams
         layout = launch_layout(self, streams, streams.addresses)
-        if launcher is None or self.logged or not self.param_kinds or layout is None:
+        checked = self.record is not None
+        if launcher is None or self.logged or not self.param_kinds or layout is None or checked:
             return None
         kernel = NativeKernel(
             schedule=self.schedule,
@@ -346,3 +389,6 @@ class KernelProgram(CudaProgram):
         self.device.context.activate()
         check(ErrorStatus.DEINITIALIZATION, "cuModuleUnload", driver.cuModuleUnload(self.module))
         self.module = self.function = None
+        if self.record is not None:
+            self.device.pool.release(self.record)
+            self.record = None

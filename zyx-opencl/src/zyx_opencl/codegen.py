@@ -8,6 +8,10 @@ lives as ``ushort`` and converts in software with round-to-nearest-even; it comp
 f16; it then rounds to half with one native conversion. ``cl_khr_fp64`` is enabled where
 the kernel uses f64.
 
+Bounds-checked (``bounds_checked``), a kernel takes ``__global long* zyx_err`` and a ``long``
+element count per buffer param after its own params (``zyx.codegen.c``); the record's flag
+is set with OpenCL 1.2's 32-bit ``atomic_cmpxchg`` on its low word.
+
 The entry point is the kernel's name prefixed with ``k_``, clear of OpenCL's reserved names.
 It carries ``reqd_work_group_size``: zyx always launches it with that local size, and the
 compiler may use it to drop bounds on the work-group.
@@ -68,6 +72,19 @@ float zyx_round_f16_f64(double x) {
 """
 
 
+_IN_BOUNDS = """\
+int zyx_in_bounds(__global long* err, long index, long length, long op) {
+  if (index >= 0 && index < length) return 1;
+  if (atomic_cmpxchg((volatile __global int*)err, 0, 1) == 0) {
+    err[1] = op;
+    err[2] = index;
+    err[3] = length;
+  }
+  return 0;
+}
+"""
+
+
 class OpenCLDialect(CDialect):
     """OpenCL C 1.2. ``fp16``: the device has ``cl_khr_fp16``."""
 
@@ -120,6 +137,9 @@ class OpenCLDialect(CDialect):
 
     def barrier(self) -> str:
         return "barrier(CLK_LOCAL_MEM_FENCE)"
+
+    def bounds_helper(self) -> str:
+        return _IN_BOUNDS
 
     def load(self, ptr: str, index: str, dtype: DType) -> str:
         if dtype is DType.F16:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import pyopencl as cl
 
-from zyx import nvidia
+from zyx import debug, nvidia
 from zyx.backend import Arg, Device, DeviceInfo, Program, check_compilable, not_a_program
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
@@ -118,9 +118,19 @@ class OpenCLDevice(Device):
     pool: OpenCLPool
 
     def __init__(
-        self, index: int, device: cl.Device, *, queues: int, window: int, gate: bool
+        self,
+        index: int,
+        device: cl.Device,
+        *,
+        queues: int,
+        window: int,
+        gate: bool,
+        bounds_checked: bool | None = None,
     ) -> None:
         self.index = index
+        self.bounds_checked = debug.bounds_checked() if bounds_checked is None else bounds_checked
+        """Whether kernels check every load and store and each launch waits for its kernel
+        and raises what it found (``zyx.debug.BOUNDS``; ``None``: as ``ZYX_DEBUG`` says)."""
         self.cl_device = device
         self.info = device_info(device)
         context = cl.Context([device])
@@ -129,6 +139,7 @@ class OpenCLDevice(Device):
         self._lock = self.pool.lock
         self.compiler = Compiler(context, device)
         self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
+        self.dialect.bounds_checked = self.bounds_checked
 
     def compile(self, kernel: Kernel) -> OpenCLProgram:
         check_compilable(kernel, self.info)
@@ -136,7 +147,7 @@ class OpenCLDevice(Device):
         if _asm_log.isEnabledFor(logging.DEBUG):
             _asm_log.debug("%s for %s:\n%s", source.name, self.name, source.code)
         program = self.compiler.build(source)
-        return OpenCLProgram(self, kernel, cl.Kernel(program, source.name))
+        return OpenCLProgram(self, kernel, cl.Kernel(program, source.name), self.bounds_checked)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         # own()'s checks, inline: a Python call is a tenth of this path's time.
@@ -152,7 +163,9 @@ class OpenCLDevice(Device):
             if work is None:
                 self.scheduler.synchronize()
                 return 0
-            return self.scheduler.time(own, values, work)
+            elapsed = self.scheduler.time(own, values, work)
+            own.check_record()
+            return elapsed
 
     def release(self, program: Program) -> None:
         own = self.own(program, OpenCLProgram)

@@ -14,6 +14,10 @@ window is (``zyx_opencl.scheduler``). Both steps run
   where the module is not built (``ZYX_NATIVE=0``). They are the specification of the C.
 
 ``Scheduler.time`` runs ``launch_timed``'s one launch alone, through pyopencl.
+
+A bounds-checked program (``zyx.debug.BOUNDS``) has no ``Enqueuer``: ``schedule`` binds the
+kernel's hidden arguments too (its error record and each buffer's element count,
+``zyx.codegen.c``), waits for the launch and raises what the record holds.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 import pyopencl as cl
 
 from zyx.backend import Arg, Buffer, Program
+from zyx.codegen.c import bounds_error
 from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError
 from zyx.ir import Kernel, ParamKind
@@ -49,9 +54,22 @@ class OpenCLProgram(Program):
 
     device: OpenCLDevice
 
-    def __init__(self, device: OpenCLDevice, kernel: Kernel, cl_kernel: cl.Kernel) -> None:
+    def __init__(
+        self, device: OpenCLDevice, kernel: Kernel, cl_kernel: cl.Kernel, checked: bool = False
+    ) -> None:
         super().__init__(device, kernel)
         self.kernel = cl_kernel
+        self._ir = kernel
+        self.record: cl.Buffer | None = None
+        """A bounds-checked kernel's error record (``int64 [4]``); ``None`` where unchecked."""
+        hidden: list[Any] = []
+        if checked:
+            self.record = cl.Buffer(
+                device.scheduler.context,
+                cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR,
+                hostbuf=np.zeros(4, np.int64),
+            )
+            hidden = [None] + [np.int64] * len(self.buffer_positions)
         """Deleted by ``OpenCLDevice.release``."""
         self._halves = tuple(
             (i, dtype)
@@ -65,7 +83,7 @@ class OpenCLProgram(Program):
         cl_kernel.set_scalar_arg_dtypes([
             None if kind is not ParamKind.VARIABLE else _SCALAR_DTYPES.get(dtype, dtype.numpy)
             for kind, dtype in zip(self.param_kinds, self.param_dtypes)
-        ])  # fmt: skip
+        ] + hidden)  # fmt: skip
         self.bound: tuple[Arg, ...] | None = None
         """The arguments the kernel holds, as set by the last ``bind``."""
         self.fixed_work = None if self.symbolic else self._work(self.groups(()))
@@ -80,7 +98,11 @@ class OpenCLProgram(Program):
         no event), or ``None``: pyopencl's, whose event is dropped."""
         self._lock = device.lock
         scheduler = self.device.scheduler
-        self.enqueuer = scheduler.native_launcher(self, self.schedule, self.issue, self._failure)
+        self.enqueuer = (
+            None
+            if checked
+            else scheduler.native_launcher(self, self.schedule, self.issue, self._failure)
+        )
         """zyx-opencl's native ``Enqueuer`` of this kernel, or ``None``."""
         self.submit = self.schedule if self.enqueuer is None else self.enqueuer.submit
         """``Device.launch`` of this program, its device checked; takes the device's lock."""
@@ -108,6 +130,22 @@ class OpenCLProgram(Program):
             work = self.work(groups)
             if work is not None:
                 self.device.scheduler.append(self, values, work)
+                if self.record is not None:
+                    self.device.scheduler.synchronize()
+                    self.check_record()
+
+    def check_record(self) -> None:
+        """Raise what a bounds-checked kernel's error record holds (its kernels are done),
+        and clear it; nothing where unchecked."""
+        if self.record is None:
+            return
+        queue = self.device.scheduler.queues[0]
+        found = np.zeros(4, np.int64)
+        cl.enqueue_copy(queue, found, self.record)
+        error = bounds_error(self._ir, found.tolist())
+        if error is not None:
+            cl.enqueue_copy(queue, self.record, np.zeros(4, np.int64))
+            raise error
 
     def issue(self, args: tuple[Arg, ...], work: Work) -> int:
         """``enqueue`` in Python: a launch from the window enqueued on the queue the
@@ -148,10 +186,19 @@ class OpenCLProgram(Program):
         bound, kernel = self.bound, self.kernel
         values: list[Any] = list(args)  # Buffers at the buffer positions (checked)
         self.bound = None  # until every argument is set: a failure leaves nothing assumed
-        if bound is not None and self._same_scalars(args, bound):
+        if bound is not None and self.record is None and self._same_scalars(args, bound):
             for i in self.buffer_positions:
                 if values[i] is not bound[i]:
                     kernel.set_arg(i, values[i].handle)
+        elif self.record is not None:  # every argument, the hidden ones too
+            lengths = [
+                values[i].nbytes // self.param_dtypes[i].itemsize for i in self.buffer_positions
+            ]
+            for i in self.buffer_positions:
+                values[i] = values[i].handle
+            for i, dtype in self._halves:
+                values[i] = round_to(float(values[i]), dtype)
+            kernel.set_args(*values, self.record, *lengths)
         else:
             for i in self.buffer_positions:
                 values[i] = values[i].handle

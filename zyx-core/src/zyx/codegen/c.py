@@ -11,6 +11,15 @@ converts on load and store (``storage_type`` vs ``value_type``).
 A dialect subclass names the types, builtins and qualifiers of its language (CUDA C,
 OpenCL C, host C, or a third party's). The hooks are the methods below that are not
 ``render``/``render_op``.
+
+**Bounds-checked kernels** (``bounds_checked``, ``zyx.debug.BOUNDS``): every ``Load`` and
+``Store`` of a buffer param or a ``Define`` first calls ``zyx_in_bounds(zyx_err, index,
+length, op)`` (the dialect's ``bounds_helper``), which is 1 where ``0 <= index < length``,
+else records the first such access in the error record ``zyx_err`` (``int64 [4]``: nonzero,
+the op's ref, the index, the length) and is 0: the load gives 0, the store is skipped. The
+lengths of buffer params are hidden arguments ``zyx_len<i>`` (elements of param ``i``),
+passed after the kernel's own with the record (``checked_params``); the launch reads the
+record after the kernel and raises ``bounds_error`` of it.
 """
 
 from __future__ import annotations
@@ -18,10 +27,13 @@ from __future__ import annotations
 import hashlib
 import keyword
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
 from zyx.dtypes import DType, round_to
+from zyx.errors import BackendError, ErrorStatus
+from zyx.ir.extent import out_of_bounds
 from zyx.ir.ops import (
     Barrier,
     Binary,
@@ -137,11 +149,36 @@ _FLOAT_FUNCTIONS: dict[UOp | BOp, str] = {
 ``function`` makes ``expf`` of ``exp`` where a language needs)."""
 
 
+ERROR_RECORD = "zyx_err"
+"""The name of the bounds-checked kernel's error record."""
+
+
+def bounds_error(kernel: Kernel, record: Sequence[int]) -> BackendError | None:
+    """The error of a bounds-checked launch of ``kernel`` whose error record (``int64 [4]``)
+    the kernel left as ``record``: KernelLaunch naming the op, the param (or ``Define``)
+    and the index, as the interpreter does; ``None`` where no access was out of bounds."""
+    flag, ref, index, length = (int(x) for x in record)
+    if not flag:
+        return None
+    if 0 <= ref < len(kernel.ops) and isinstance(kernel.ops[ref], (Load, Store)):
+        message = out_of_bounds(kernel, ref, index, length)
+    else:  # cannot happen: the kernel records the ref of one of its accesses
+        message = f"kernel {kernel.name!r}: an access out of bounds, record {list(record)}"
+    return BackendError(ErrorStatus.KERNEL_LAUNCH, message)
+
+
+def length_name(position: int) -> str:
+    """The hidden argument that holds the element count of buffer param ``position``."""
+    return f"zyx_len{position}"
+
+
 class CDialect:
     """The C-family renderer. Subclasses override the hooks for their language."""
 
     name = "c"
     indent = "  "
+    bounds_checked = False
+    """Render every load and store checked (the module docstring); set per instance."""
 
     # ---- hooks: types -------------------------------------------------------------------
 
@@ -191,6 +228,23 @@ class CDialect:
         return self.locals_at_top and isinstance(op, Define) and op.storage is Storage.LOCAL
 
     def barrier(self) -> str:
+        raise NotImplementedError
+
+    def checked_params(self, kernel: Kernel) -> list[str]:
+        """The hidden parameters of a bounds-checked kernel, after its own: the error record,
+        then ``length_name(i)`` of each buffer param ``i`` in order."""
+        long = self.value_type(DType.I64)
+        record = f"{self.global_qualifier}{long}* {self.restrict} {ERROR_RECORD}"
+        lengths = [
+            f"const {long} {length_name(i)}"
+            for i, p in enumerate(kernel.params)
+            if p.kind is not ParamKind.VARIABLE
+        ]
+        return [record, *lengths]
+
+    def bounds_helper(self) -> str:
+        """The definition of ``zyx_in_bounds`` (module docstring) in this language: it must
+        record only the first violation, of whichever work-item, atomically."""
         raise NotImplementedError
 
     # ---- hooks: expressions -------------------------------------------------------------
@@ -372,6 +426,8 @@ class CDialect:
             self.param_decl(p, self.ref_name(kernel, r))
             for p, r in zip(kernel.params, kernel.param_refs)
         ]
+        if self.bounds_checked:
+            params += self.checked_params(kernel)
         lines = [self.signature(kernel, name, params) + " {"]
         hoisted = [ref for ref, op in enumerate(kernel.ops) if self.hoisted(op)]
         lines += [self.indent + self.render_op(kernel, ref) for ref in hoisted]
@@ -385,8 +441,21 @@ class CDialect:
             if isinstance(op, (Loop, If)):
                 depth += 1
         lines.append("}")
-        code = "\n".join(filter(None, [self.preamble(kernel), "\n".join(lines)])) + "\n"
+        preamble = self.preamble(kernel)
+        if self.bounds_checked:
+            preamble = "\n".join(filter(None, [preamble, self.bounds_helper()]))
+        code = "\n".join(filter(None, [preamble, "\n".join(lines)])) + "\n"
         return Source(name, code, self.name)
+
+    def in_bounds(self, kernel: Kernel, ref: Ref, memory: Ref, index: str) -> str:
+        """The check of the access ``ref`` of ``memory`` (a buffer param or ``Define``) at
+        ``index``: a call of ``zyx_in_bounds``."""
+        op = kernel.ops[memory]
+        if isinstance(op, Define):
+            length = str(op.length)
+        else:
+            length = length_name(kernel.param_refs.index(memory))
+        return f"zyx_in_bounds({ERROR_RECORD}, {index}, {length}, {ref})"
 
     def ref_name(self, kernel: Kernel, ref: Ref) -> str:
         """The C name of a param or value."""
@@ -430,13 +499,20 @@ class CDialect:
                 if isinstance(src, Define) and src.storage is Storage.REGISTER
                 else self.load(e(op.src), e(op.index), dtype)
             )
+            if self.bounds_checked:
+                check = self.in_bounds(kernel, ref, op.src, e(op.index))
+                value = f"({check} ? {value} : ({self.value_type(dtype)})0)"
             return self.declare(name, dtype, value)
         if isinstance(op, Store):
             dtype = kernel.dtype_of(op.dst)
             dst = kernel.ops[op.dst]
             if isinstance(dst, Define) and dst.storage is Storage.REGISTER:
-                return f"{e(op.dst)}[{e(op.index)}] = {e(op.value)};"
-            return self.store(e(op.dst), e(op.index), e(op.value), dtype) + ";"
+                stored = f"{e(op.dst)}[{e(op.index)}] = {e(op.value)};"
+            else:
+                stored = self.store(e(op.dst), e(op.index), e(op.value), dtype) + ";"
+            if self.bounds_checked:
+                return f"if ({self.in_bounds(kernel, ref, op.dst, e(op.index))}) {stored}"
+            return stored
         if isinstance(op, Cast):
             src_dtype = kernel.dtype_of(op.x)
             return self.declare(name, op.dtype, self.cast(e(op.x), src_dtype, op.dtype))

@@ -1,7 +1,9 @@
 """The host C dialect: a kernel becomes one C function over all its work-groups.
 
 The entry point is ``void zyx_kernel_NAME(void* const* args, int32_t nthreads)``:
-``args[i]`` points to param ``i``'s buffer, or to its scalar value for a ``Variable``. One
+``args[i]`` points to param ``i``'s buffer, or to its scalar value for a ``Variable``. A
+bounds-checked kernel (``zyx.codegen.c``) takes two more: ``args[n]`` its error record
+(``int64 [4]``) and ``args[n + 1]`` an ``int64`` per param, the element count of each buffer. One
 pointer array keeps the ctypes call cheap (the device fills it in place per launch).
 ``nthreads`` is the OpenMP team size; 0 means OpenMP's default.
 
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from zyx.codegen.c import CDialect, Source
+from zyx.codegen.c import ERROR_RECORD, CDialect, Source, length_name
 from zyx.dtypes import DType
 from zyx.host.phases import GroupLoop, Guard, Hoisted, Phase, Schedule, Step, schedule
 from zyx.ir.ops import (
@@ -145,6 +147,20 @@ static inline float zyx_f32_odd(double x) {
 """
 
 
+_IN_BOUNDS = """\
+static int zyx_in_bounds(int64_t* err, int64_t index, int64_t length, int64_t op) {
+  if (index >= 0 && index < length) return 1;
+  int64_t none = 0;
+  if (__atomic_compare_exchange_n(&err[0], &none, 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    err[1] = op;
+    err[2] = index;
+    err[3] = length;
+  }
+  return 0;
+}
+"""
+
+
 class HostDialect(CDialect):
     """Host C (C11 with OpenMP pragmas). One instance renders one kernel at a time."""
 
@@ -239,6 +255,9 @@ class HostDialect(CDialect):
     def barrier(self) -> str:
         raise AssertionError("the host renders barriers as phase boundaries")
 
+    def bounds_helper(self) -> str:
+        return _IN_BOUNDS
+
     def ref_name(self, kernel: Kernel, ref: Ref) -> str:
         name = super().ref_name(kernel, ref)
         return f"{name}[lid]" if ref in self._schedule.spilled else name
@@ -262,7 +281,8 @@ class HostDialect(CDialect):
         self.group_body(kernel, out)
         out.add("}", -1)
         out.add("}", -1)
-        return Source(name, self.preamble(kernel) + "\n" + out.text(), self.name)
+        preamble = self.preamble(kernel) + (_IN_BOUNDS if self.bounds_checked else "")
+        return Source(name, preamble + "\n" + out.text(), self.name)
 
     def unpack_params(self, kernel: Kernel, out: _Lines) -> None:
         for i, param in enumerate(kernel.params):
@@ -275,6 +295,13 @@ class HostDialect(CDialect):
                 const = "const " if param.kind is ParamKind.GLOBAL else ""
                 value = f"({const}{self.storage_type(param.dtype)}*)args[{i}]"
             out.add(f"{decl} = {value};")
+        if self.bounds_checked:  # the record, then the element counts, past the params
+            count = len(kernel.params)
+            out.add(f"int64_t* const {ERROR_RECORD} = (int64_t*)args[{count}];")
+            for i, param in enumerate(kernel.params):
+                if param.kind is not ParamKind.VARIABLE:
+                    lengths = f"((const int64_t*)args[{count + 1}])"
+                    out.add(f"const int64_t {length_name(i)} = {lengths}[{i}];")
 
     def group_loops(self, kernel: Kernel, out: _Lines) -> None:
         """Open the loops over work-groups, shared among OpenMP threads."""

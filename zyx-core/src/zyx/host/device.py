@@ -9,6 +9,10 @@ so. Launches return when the kernel has finished: the host has nothing to overla
 
 Buffers passed to one launch must not overlap when one of them is written (the kernel's
 pointers are ``restrict``), as on every backend.
+
+Bounds-checked (``bounds_checked``, ``zyx.debug.BOUNDS``), kernels are compiled with every
+load and store checked (``zyx.codegen.c``); each run passes the buffers' element counts
+and an error record, and raises what the record holds after the kernel.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from zyx import debug
 from zyx.backend import (
     Arg,
     Buffer,
@@ -30,6 +35,7 @@ from zyx.backend import (
     Program,
     check_compilable,
 )
+from zyx.codegen.c import bounds_error
 from zyx.dtypes import DType, DTypeCapability, round_to
 from zyx.errors import BackendError, ErrorStatus, IRError
 from zyx.host import dlpack
@@ -63,15 +69,24 @@ class HostDevice(Device):
     """The CPU. ``threads`` caps the worker threads of a kernel (``None``: OpenMP's default,
     one per core unless ``OMP_NUM_THREADS`` says otherwise). With ``interpret``, kernels run
     in the numpy interpreter even where a C compiler works: it checks every load and store
-    against its buffer, which makes it the bounds-checked host of tests and fuzzers."""
+    against its buffer, which makes it the bounds-checked host of tests and fuzzers.
+    ``bounds_checked`` compiles every load and store checked (``None``: as ``ZYX_DEBUG``
+    says, ``zyx.debug.bounds_checked``)."""
 
     backend = "host"
     index = 0
     pool: HostPool
 
-    def __init__(self, pool: HostPool, threads: int | None = None, interpret: bool = False) -> None:
+    def __init__(
+        self,
+        pool: HostPool,
+        threads: int | None = None,
+        interpret: bool = False,
+        bounds_checked: bool | None = None,
+    ) -> None:
         self.pool = pool
         self.threads = threads
+        self.bounds_checked = debug.bounds_checked() if bounds_checked is None else bounds_checked
         self.toolchain = None if interpret else toolchain()
         self._compiler = HostCompiler(self.toolchain) if self.toolchain else None
         self.info = _device_info(self.toolchain, pool, "asked for" if interpret else None)
@@ -92,11 +107,13 @@ class HostDevice(Device):
             return InterpretedProgram(self, kernel)
         assert self.toolchain is not None
         try:  # a barrier the host cannot split into phases
-            source = HostDialect(native_f16=self.toolchain.native_f16).render(kernel)
+            dialect = HostDialect(native_f16=self.toolchain.native_f16)
+            dialect.bounds_checked = self.bounds_checked
+            source = dialect.render(kernel)
         except IRError as error:
             raise BackendError(ErrorStatus.KERNEL_COMPILATION, str(error)) from error
         library, function = self._compiler.compile(source)
-        return CompiledProgram(self, kernel, library, function)
+        return CompiledProgram(self, kernel, library, function, checked=self.bounds_checked)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
         """Run ``program`` on ``args`` and return when it finished: where a host kernel is
@@ -164,14 +181,28 @@ class CompiledProgram(HostProgram):
     """
 
     def __init__(
-        self, device: HostDevice, kernel: Kernel, library: ctypes.CDLL, function: KernelFunction
+        self,
+        device: HostDevice,
+        kernel: Kernel,
+        library: ctypes.CDLL,
+        function: KernelFunction,
+        *,
+        checked: bool = False,
     ) -> None:
         super().__init__(device, kernel)
         self._library: ctypes.CDLL | None = library
         self._function: KernelFunction | None = function
         count = len(kernel.params)
         self._running = threading.Lock()
-        self._argv = (ctypes.c_void_p * count)()
+        self._argv = (ctypes.c_void_p * (count + 2 if checked else count))()
+        self._checked: tuple[Kernel, Any, Any] | None = None
+        """Where bounds-checked: the kernel, its error record and its element counts, which
+        ``argv`` points to past the params."""
+        if checked:
+            record, lengths = (ctypes.c_int64 * 4)(), (ctypes.c_int64 * max(1, count))()
+            self._argv[count] = ctypes.addressof(record)
+            self._argv[count + 1] = ctypes.addressof(lengths)
+            self._checked = (kernel, record, lengths)
         self._bound: list[object] = [None] * count
         self._scalars: list[tuple[int, ctypes._SimpleCData[Any], DType | None]] = []
         """Per ``Variable``: its position, its C value, and the dtype it is rounded to
@@ -199,7 +230,17 @@ class CompiledProgram(HostProgram):
                 # f16 rounded once, from the Python float (bf16 through float32, as the IR
                 # defines it): converting to float first would round f16 twice.
                 scalar.value = value if rounded is None else round_to(cast(float, value), rounded)
+            if self._checked is None:
+                self._function(argv, threads)
+                return
+            kernel, record, lengths = self._checked
+            for i, array in zip(self.buffer_positions, memory):
+                lengths[i] = len(array) // self.param_dtypes[i].itemsize
             self._function(argv, threads)
+            error = bounds_error(kernel, record)
+            if error is not None:
+                ctypes.memset(record, 0, ctypes.sizeof(record))
+                raise error
 
     def release(self) -> None:
         with self._running:  # after the run in flight, if any

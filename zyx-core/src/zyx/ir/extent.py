@@ -44,6 +44,7 @@ from zyx.ir.ops import (
     BOp,
     Cast,
     Const,
+    Define,
     EndIf,
     EndLoop,
     If,
@@ -58,6 +59,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    format_op,
 )
 
 CONST, VAR, ADD, MUL, NEG, TDIV, TMOD, MIN, MAX, SEL, FDIV = range(11)
@@ -293,6 +295,7 @@ class Extents:
     def __init__(self, kernel: Kernel, accesses: list[Access], nodes: _Nodes) -> None:
         self.name = kernel.name
         self.params = kernel.params
+        self._kernel = kernel
         self.accesses = tuple(accesses)
         self._nodes = nodes.code
         needs = [-1] * len(kernel.params)
@@ -357,9 +360,7 @@ class Extents:
 
     def describe(self, param: int) -> str:
         """``"argument 2 ('c', GlobalMut f32)"``: a param as messages name it."""
-        p = self.params[param]
-        name = f"{p.name!r}, " if p.name else ""
-        return f"argument {param} ({name}{p.kind.value} {p.dtype})"
+        return describe_param(self._kernel, param)
 
     def refusal(self, values: Sequence[Any], param: int, nbytes: int) -> str:
         """Why a launch of ``values`` whose buffer at ``param`` holds ``nbytes`` is refused."""
@@ -388,6 +389,31 @@ class Extents:
 _NO_KEY = object()
 _REMEMBERED = 256
 """The most distinct ``Variable`` values a program remembers its needs for."""
+
+
+def describe_param(kernel: Kernel, position: int) -> str:
+    """``"argument 2 ('c', GlobalMut f32)"``: a param as messages name it."""
+    p = kernel.params[position]
+    name = f"{p.name!r}, " if p.name else ""
+    return f"argument {position} ({name}{p.kind.value} {p.dtype})"
+
+
+def out_of_bounds(kernel: Kernel, ref: Ref, index: int, length: int) -> str:
+    """The message of the ``Load`` or ``Store`` ``ref`` at ``index`` of a buffer or array of
+    ``length`` elements: what the interpreter and the bounds-checked mode raise."""
+    op = kernel.ops[ref]
+    assert isinstance(op, (Load, Store))
+    memory = op.src if isinstance(op, Load) else op.dst
+    if memory in kernel.param_refs:
+        what = describe_param(kernel, kernel.param_refs.index(memory))
+    else:
+        define = kernel.ops[memory]
+        assert isinstance(define, Define)
+        what = f"%{memory} ({define.storage.value} {define.dtype}[{define.length}])"
+    return (
+        f"kernel {kernel.name!r}, op %{ref} ({format_op(op)}): index {index} out of bounds "
+        f"for {length} elements of {what}"
+    )
 
 
 def _need(nodes: _Nodes, access: Access, itemsize: int) -> int:

@@ -32,6 +32,7 @@ import numpy.typing as npt
 
 from zyx.dtypes import DType
 from zyx.errors import IRError
+from zyx.ir.extent import out_of_bounds
 from zyx.ir.ops import (
     Barrier,
     Binary,
@@ -362,11 +363,15 @@ class _Chunk:
             bad = not 0 <= index < length
             if bad and mask is not None and not mask.any():
                 return
+            first = index
         else:
             active = index if mask is None else index[mask]
             bad = active.size > 0 and bool(active.min() < 0 or active.max() >= length)
+            if bad:
+                first = active[(active < 0) | (active >= length)][0]
         if bad:
-            raise self.program.fail(ref, f"index out of bounds for {length} elements")
+            kernel = self.program.kernel
+            raise IRError(out_of_bounds(kernel, ref, int(first), length))
 
 
 def _where(mask: Mask) -> Any:

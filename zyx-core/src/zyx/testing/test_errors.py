@@ -297,6 +297,42 @@ def submit(device: Device, program: Program, good: list[Arg], args: list[Arg], v
         recording.replay()
 
 
+def doubled(local: int) -> Kernel:
+    """``y[i] = 2 * x[i]`` for ``i < n``: what it reaches of each buffer is ``n`` elements."""
+    kb = KernelBuilder("doubled")
+    x, y = kb.param(DType.F32), kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    n = kb.variable()
+    i = kb.group(0, ceil_div(n, local)) * local + kb.local(0, local)
+    with kb.if_(i < n):
+        y[i] = x[i] * 2.0
+    return kb.build()
+
+
+@pytest.mark.parametrize("via", ["launch", "launch_timed", "record"])
+def test_buffers_smaller_than_the_kernel_reaches_are_refused(
+    device: Device, pool: MemoryPool, via: str
+) -> None:
+    """A launch whose buffer holds fewer elements than the kernel is known to reach for its
+    arguments (``zyx.ir.extent``) is IncorrectKernelArg before anything runs, on a native
+    launch path too: the output keeps its poison. The program runs where they fit."""
+    with (
+        compiled(device, doubled(min(64, device.info.max_local_threads))) as program,
+        Buffers(pool) as bufs,
+    ):
+        x = random(np.random.default_rng(11), DType.F32, 100)
+        bx, by = bufs.put(x), bufs.put(poisoned(DType.F32, 100))
+        short = bufs.put(poisoned(DType.F32, 40))
+        cases: list[list[Arg]] = [[bx, by, 101], [bx, short, 100], [short, by, 41]]
+        for args in cases:
+            with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
+                submit(device, program, args, args, via)
+        device.synchronize()
+        assert np.all(np.isnan(bufs.get(by, DType.F32))), "a refused launch ran"
+        assert np.all(np.isnan(bufs.get(short, DType.F32))), "a refused launch ran"
+        device.launch(program, [bx, short, 40])
+        assert_close(bufs.get(short, DType.F32), 2.0 * x[:40].astype(np.float64), DType.F32)
+
+
 def test_refused_set_arg_keeps_the_recording(
     device: Device, pool: MemoryPool, program: Program
 ) -> None:
