@@ -9,7 +9,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from array_support import ALL, ARITHMETIC, INTEGERS, Expect, claimed, data, on, strided
+from array_support import (
+    ALL,
+    ARITHMETIC,
+    INTEGERS,
+    Expect,
+    checked_host,
+    claimed,
+    data,
+    on,
+    strided,
+)
 
 import zyx
 from zyx.backend import Device
@@ -181,6 +191,30 @@ def test_setitem_replaces_the_selected_region_on_every_dtype(
             want = x.copy()
             want[key] = scalar
             expect(s, want, dtype, f"{dtype.value} x[{key}] = {scalar}")
+
+
+EMPTY_KEYS: list[Any] = [
+    (slice(None, 0, 3),),
+    (Ellipsis, slice(-2, -2)),
+    (-1, slice(None), slice(4, 1)),
+    (slice(1, None), 0, slice(0, 0, -1)),
+]
+
+
+@pytest.mark.parametrize("key", EMPTY_KEYS, ids=_ids)
+def test_setitem_of_an_empty_region_changes_nothing(key: Any) -> None:
+    """On the bounds-checked host (found by the array fuzzer): the kernel of an empty
+    region loaded element 0 of the value, an array of none."""
+    device = checked_host()
+    rng = np.random.default_rng(46)
+    with Expect(device) as expect:
+        for dtype in claimed(device, ALL, ARITHMETIC):
+            x = data(rng, SHAPE, dtype)
+            region = x[key].shape
+            assert 0 in region
+            t = strided(device, x)
+            t[key] = on(device, data(rng, region, dtype))
+            expect(t, x, dtype, f"{dtype.value} x[{key}] = an empty array")
 
 
 def test_setitem_changes_only_the_array_it_is_called_on(array_device: Device) -> None:

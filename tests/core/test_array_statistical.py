@@ -18,6 +18,7 @@ from array_support import (
     ALL,
     ARITHMETIC,
     FLOATS,
+    INTEGERS,
     NUMERIC,
     Expect,
     claimed,
@@ -237,6 +238,31 @@ def test_argmax_and_argmin_give_the_first_extreme_index(array_device: Device, na
                 DType.I64,
                 f"{name} {dtype.value} axis={axis}",
             )
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("length", [5, 300])
+def test_argmax_and_argmin_where_the_extreme_is_the_dtypes_limit(
+    array_device: Device, name: str, length: int
+) -> None:
+    """Rows whose extreme is the reduction's start value (found by the array fuzzer): 0
+    for an argmax of unsigned values, the lowest integer, -inf (argmin: the highest, inf).
+    No element beat the start, and the index stayed past the row (2**62). 300 elements:
+    a work-group per row, its tree."""
+    rng = np.random.default_rng(57)
+    reduce = {"argmax": np.argmax, "argmin": np.argmin}[name]
+    floats = () if array_device.info.finite_math else FLOATS
+    with Expect(array_device) as expect:
+        for dtype in claimed(array_device, (*INTEGERS, *floats), ARITHMETIC):
+            low, high = (-np.inf, np.inf) if dtype.is_float else dtype.int_range
+            limit, other = (low, high) if name == "argmax" else (high, low)
+            x = np.where(rng.random((4, length)) < 0.9, limit, other).astype(dtype.numpy)
+            x[0] = limit  # a row of the limit alone: its first element
+            x[1, :] = other
+            x[1, length // 2 :] = limit  # the limit past a run of the other extreme
+            for axis in (-1, 0):
+                got = getattr(zyx, name)(on(array_device, x), axis=axis)
+                expect(got, reduce(x, axis=axis), DType.I64, f"{name} {dtype.value} axis={axis}")
 
 
 def test_argmax_of_an_empty_selection_is_a_value_error(array_device: Device) -> None:

@@ -268,6 +268,8 @@ class Lowerer:
         x, (src, value), region = self.x, node.srcs, node.arg
         if region.checks:
             raise ScheduleError("x[key] = value with a padded region")
+        if 0 in region.shape:  # nothing replaced, and no element of value to load in bounds
+            return self.value(src, index)
         inside, coords = [], [x.const(0)] * len(region.shape)
         for j, t in zip(index.dims, region.terms):
             if t.dim is None:
@@ -534,7 +536,11 @@ class _Acc:
         if not self.arg:
             self.value[0] = _combine(kb, self.op, old, v)
             return
-        take = _better(kb, self.op, v, old)
+        # A tie goes to the first index, as in the tree: the first element equal to the
+        # identity (0 for an argmax of unsigned values, the lowest int, -inf) replaces the
+        # start, whose index is past every row.
+        tie = kb.binary(BOp.AND, _equal(kb, v, old), r < self.index[0])
+        take = kb.binary(BOp.OR, _better(kb, self.op, v, old), tie)
         self.value[0] = kb.where(take, v, old)
         self.index[0] = kb.where(take, r, self.index[0])
 
