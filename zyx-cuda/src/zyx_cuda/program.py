@@ -245,11 +245,13 @@ class KernelProgram(CudaProgram):
     ) -> None:
         super().__init__(device, kernel)
         self._ir = kernel
-        self.record = device.pool.allocate(32) if checked else None
-        """A bounds-checked kernel's error record (``int64 [4]`` of device memory)."""
-        if self.record is not None:
-            device.pool.write(self.record, bytes(32))
-            device.pool.synchronize()
+        self.record: int | None = None
+        """A bounds-checked kernel's error record: the address of ``int64 [4]`` of device
+        memory of its own (not the pool's, whose count of free bytes it would change)."""
+        if checked:
+            status = ErrorStatus.MEMORY_ALLOCATION
+            self.record = int(check(status, "cuMemAlloc", driver.cuMemAlloc(32)))
+            self._clear_record()
         status = ErrorStatus.KERNEL_COMPILATION
         self.module = check(status, "cuModuleLoadData", driver.cuModuleLoadData(image.data))
         self.function = check(
@@ -286,21 +288,25 @@ class KernelProgram(CudaProgram):
         values, dtypes = prepared[0], self.param_dtypes
         buffers: list[Any] = [values[i] for i in self.buffer_positions]
         lengths = [b.nbytes // dtypes[i].itemsize for b, i in zip(buffers, self.buffer_positions)]
-        self.args.pack((*values, self.record.handle, *lengths), prepared[3])
+        self.args.pack((*values, self.record, *lengths), prepared[3])
         return prepared
 
     def check_record(self) -> None:
         if self.record is None:
             return
-        pool = self.device.pool
         self.device.synchronize()
-        found = bytearray(32)
-        pool.read(self.record, found)
-        error = bounds_error(self._ir, struct.unpack("<4q", found))
+        found = (ctypes.c_int64 * 4)()
+        status = ErrorStatus.KERNEL_SYNC
+        check(status, "cuMemcpyDtoH", driver.cuMemcpyDtoH(ctypes.addressof(found), self.record, 32))
+        error = bounds_error(self._ir, list(found))
         if error is not None:
-            pool.write(self.record, bytes(32))
-            pool.synchronize()
+            self._clear_record()
             raise error
+
+    def _clear_record(self) -> None:
+        status = ErrorStatus.KERNEL_SYNC
+        check(status, "cuMemsetD8", driver.cuMemsetD8(self.record, 0, 32))
+        check(status, "cuCtxSynchronize", driver.cuCtxSynchronize())
 
     def enqueue(self, stream: Any, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
         """Launch the argument block as the ``prepare`` just before packed it, on
@@ -390,5 +396,5 @@ class KernelProgram(CudaProgram):
         check(ErrorStatus.DEINITIALIZATION, "cuModuleUnload", driver.cuModuleUnload(self.module))
         self.module = self.function = None
         if self.record is not None:
-            self.device.pool.release(self.record)
+            check(ErrorStatus.DEINITIALIZATION, "cuMemFree", driver.cuMemFree(self.record))
             self.record = None
