@@ -151,6 +151,31 @@ def test_reductions_over_size_zero_and_size_one_dims(array_device: Device) -> No
         zyx.max(empty, axis=1)
 
 
+@pytest.mark.parametrize("name", ["sum", "max", "argmin"])
+def test_a_reduction_over_a_size_one_dim_read_back_at_its_shape(
+    array_device: Device, name: str
+) -> None:
+    """A reduction over a dim of 1, its result reshaped back to the input's shape and read
+    by the elementwise op fused into its kernel (found by the array fuzzer): the read's
+    per-dim indices were rederived from the flat index, not the row's own, and lowering
+    raised ScheduleError."""
+    rng = np.random.default_rng(59)
+    reduce = {"sum": np.sum, "max": np.max, "argmin": np.argmin}[name]
+    with Expect(array_device, per_kernel=1) as expect:
+        for dtype in claimed(array_device, NUMERIC, ARITHMETIC):
+            low = -9 if dtype.is_float or dtype.is_signed else 1
+            x, y = (data(rng, (1, 5, 2), dtype, low, 9) for _ in range(2))
+            t, u = on(array_device, x), on(array_device, y)
+            got = getattr(zyx, name)(t, axis=0)
+            want = reduce(x, axis=0)
+            if name == "sum":  # the standard's dtype: compare in float64 (float16 rounds)
+                got, want = zyx.astype(got, DType.F64), want.astype(np.float64)
+            out = zyx.where(u > 0, zyx.expand_dims(got, axis=0), got[None, ...])
+            ref = np.where(y > 0, want[None], want[None])
+            expect(out, ref, out.dtype, f"{name} {dtype.value} over a dim of 1")
+            expect(zyx.broadcast_to(got, (1, 5, 2)) * 2, want[None] * 2, out.dtype, f"{name} * 2")
+
+
 def test_a_reduction_read_by_two_kernels_fuses_into_neither(array_device: Device) -> None:
     """``x @ y`` read by ``sum`` and by an elementwise op, both realized: it fused into the
     elementwise kernel, and the sum's kernel read a row it did not compute (ScheduleError)."""

@@ -112,6 +112,11 @@ class Index:
         return self._dims
 
     @property
+    def has_dims(self) -> bool:
+        """Whether the per-dim indices are known (not yet to be derived from the flat)."""
+        return self._dims is not None
+
+    @property
     def flat(self) -> Expr:
         if self._flat is None:
             x, flat = self.x, self.x.const(0)
@@ -181,9 +186,14 @@ class Lowerer:
             return self._view(node, index)
         if op is Op.RESHAPE:
             src = node.srcs[0]
-            inner = self._index(
-                node, index, lambda: Index(x, self.sizes(src.shape), flat=index.flat)
-            )
+            if _ones_apart(src.shape, node.shape):
+                inner = self._index(
+                    node, index, lambda: self._same_order(index, node.shape, src.shape)
+                )
+            else:
+                inner = self._index(
+                    node, index, lambda: Index(x, self.sizes(src.shape), flat=index.flat)
+                )
             return self.value(src, inner)
         if op is Op.REDUCE:
             return self._result(node, index)
@@ -216,9 +226,7 @@ class Lowerer:
     def _view(self, node: Node, index: Index) -> Expr:
         x, v, src = self.x, node.arg, node.srcs[0]
         if preserves_flat(v):  # the same sizes, with size-1 dims added or dropped
-            kept = iter(e for e, n in zip(index.sizes, v.shape) if n != 1)
-            sizes = [next(kept) if n != 1 else x.const(1) for n in src.shape]
-            inner = self._index(node, index, lambda: Index(x, sizes, flat=index.flat))
+            inner = self._index(node, index, lambda: self._same_order(index, v.shape, src.shape))
             return self.value(src, inner)
         if 0 in v.source:  # padding around nothing: no element 0 to load in bounds
             return x.const(0, node.dtype)
@@ -237,6 +245,21 @@ class Lowerer:
         if not clamp:
             return out if valid.constant[0] else x.const(0, node.dtype)
         return x.where(valid, out, x.const(0, node.dtype))
+
+    def _same_order(self, index: Index, outer: tuple[int, ...], shape: tuple[int, ...]) -> Index:
+        """The index into ``shape``, which holds the elements of ``index``'s (``outer``) in the
+        same order with size-1 dims added or dropped: the same sizes and flat index, and
+        the same per-dim indices where they are known (0 at the size-1 dims). A reduction
+        read through such a reshape (``sum(x, axis=0)`` over a dim of 1, expanded back)
+        then meets its row's own expressions, not ones rederived from the flat index."""
+        x = self.x
+        sizes = iter(e for e, n in zip(index.sizes, outer) if n != 1)
+        inner_sizes = [next(sizes) if n != 1 else x.const(1) for n in shape]
+        if not index.has_dims:
+            return Index(x, inner_sizes, flat=index.flat)
+        dims = iter(d for d, n in zip(index.dims, outer) if n != 1)
+        inner_dims = [next(dims) if n != 1 else x.const(0) for n in shape]
+        return Index(x, inner_sizes, dims=inner_dims, flat=index._flat)
 
     def _gather(self, node: Node, index: Index) -> Expr:
         """``x`` at the indices ``indices`` holds, each wrapped once if negative and clamped
@@ -611,6 +634,11 @@ def _unsliced(t: Term, v: View, j: int) -> bool:
     """Whether source dim ``j`` is output dim ``t.dim`` itself: same size, no step, no
     offset. Its size is then the output's (one Variable, not two)."""
     return t.dim is not None and t.scale == 1 and t.offset == 0 and v.source[j] == v.shape[t.dim]
+
+
+def _ones_apart(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether shapes ``a`` and ``b`` differ only in size-1 dims."""
+    return [n for n in a if n != 1] == [n for n in b if n != 1]
 
 
 def preserves_flat(v: View) -> bool:
