@@ -36,11 +36,12 @@ import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from array_gen import ArrayGen, GeneratorError, Program, reference_input, strict_namespace
+from seeds import Report
 
 import zyx
 from zyx.backend import Device
@@ -67,25 +68,6 @@ class Finding:
             f"seed {self.seed} on {self.device}: {self.what}\n{_indent(self.program)}\n"
             f"  reproduce: python tests/fuzz/arrays.py --devices {self.devices} "
             f"--start {self.seed} --count 1 --show"
-        )
-
-
-@dataclass
-class Report:
-    start: int
-    programs: int = 0
-    outcomes: dict[str, Counter[str]] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-
-    def summary(self, seconds: float) -> str:
-        per_device = "; ".join(
-            f"{name}: " + ", ".join(f"{n} {what}" for what, n in sorted(c.items()))
-            for name, c in self.outcomes.items()
-        )
-        last = self.start + self.programs - 1
-        return (
-            f"array fuzz: {self.programs} programs (seeds {self.start}..{last}) in "
-            f"{seconds:.0f} s; {per_device}; {len(self.findings)} findings"
         )
 
 
@@ -237,13 +219,9 @@ def fuzz(
     devices: Sequence[Device], start: int, count: int | None, seconds: float, show: bool = False
 ) -> Report:
     """Seeds ``start``, ``start + 1``, ... until ``count`` of them or ``seconds`` are done."""
-    report = Report(start)
+    report = Report("array fuzz", "programs", start)
     names = ",".join(label(d) for d in devices)
-    deadline = time.monotonic() + seconds
-    while (count is None or report.programs < count) and time.monotonic() < deadline:
-        fuzz_seed(start + report.programs, devices, report, names, show)
-        report.programs += 1
-    return report
+    return report.run(lambda seed: fuzz_seed(seed, devices, report, names, show), count, seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -27,11 +27,12 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from gen import APPROX, PAST_END, Case, Gen
+from seeds import Report
 
 import zyx
 from zyx.backend import Device
@@ -65,27 +66,6 @@ class Finding:
             f"seed {self.seed} on {self.device}: {self.what}\n"
             f"  reproduce: python tests/fuzz/fuzz.py --devices {devices} "
             f"--start {self.seed} --count 1 --show"
-        )
-
-
-@dataclass
-class Report:
-    """Outcomes of a range of seeds: per device, how many kernels were ok or unchecked."""
-
-    start: int
-    kernels: int = 0
-    outcomes: dict[str, Counter[str]] = field(default_factory=dict)
-    findings: list[Finding] = field(default_factory=list)
-
-    def summary(self, seconds: float) -> str:
-        per_device = "; ".join(
-            f"{name}: " + ", ".join(f"{n} {what}" for what, n in sorted(c.items()))
-            for name, c in self.outcomes.items()
-        )
-        last = self.start + self.kernels - 1
-        return (
-            f"fuzz: {self.kernels} kernels (seeds {self.start}..{last}) in {seconds:.0f} s; "
-            f"{per_device}; {len(self.findings)} findings"
         )
 
 
@@ -198,12 +178,8 @@ def fuzz(
     devices: Sequence[Device], start: int, count: int | None, seconds: float, show: bool = False
 ) -> Report:
     """Seeds ``start``, ``start + 1``, ... until ``count`` of them or ``seconds`` are done."""
-    report = Report(start)
-    deadline = time.monotonic() + seconds
-    while (count is None or report.kernels < count) and time.monotonic() < deadline:
-        fuzz_seed(start + report.kernels, devices, report, show)
-        report.kernels += 1
-    return report
+    report = Report("fuzz", "kernels", start)
+    return report.run(lambda seed: fuzz_seed(seed, devices, report, show), count, seconds)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

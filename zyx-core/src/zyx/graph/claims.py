@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 from typing import TYPE_CHECKING, Any
 
@@ -111,44 +111,55 @@ def _valid(claim: Any, graph: Graph, device: Device, plugin: str) -> Claim:
             raise ValueError(f"claim of {out!r} reads {node!r}, which is not among its inputs")
     if id(out) in inputs:
         raise ValueError(f"claim of {out!r} takes its own output as an input")
-    return Claim(out, claim.inputs, claim.key, claim.launches, tuple(claim.scratch), plugin)
+    return replace(claim, scratch=tuple(claim.scratch), plugin=plugin)
 
 
 def rewrite(targets: Sequence[Node], taken: Sequence[Claim]) -> list[Node]:
     """A copy of the graph under ``targets`` in which each claim's output is its custom
     op (leaves and realized nodes are shared, not copied: the plan binds them)."""
     claims = {id(c.output): c for c in taken}
-    new: dict[int, Node] = {}
-    for node in walk(targets):
-        if node.realized or not node.srcs and id(node) not in claims:
-            new[id(node)] = node
-            continue
+
+    def swap(node: Node, new: dict[int, Node]) -> Node | None:
         claim = claims.get(id(node))
-        if claim is not None:
-            srcs = tuple(new[id(i)] for i in claim.inputs)
-            new[id(node)] = custom(Claimed(claim), srcs, node.dtype, node.shape, node.device)
-            continue
-        srcs = tuple(new[id(s)] for s in node.srcs)
-        new[id(node)] = Node(node.op, node.arg, srcs, node.dtype, node.shape, node.device)
-    return [new[id(t)] for t in targets]
+        return None if claim is None else _custom(claim, [new[id(i)] for i in claim.inputs])
+
+    return _copy(targets, swap, stop=lambda n: n.realized)
 
 
 def subgraph(claim: Claim, standins: Sequence[Node]) -> tuple[Node, Node]:
     """The claimed subgraph over ``standins`` (one per input), generated and claimed: the
     two alternatives the runtime times."""
     mapping = {id(i): s for i, s in zip(claim.inputs, standins, strict=True)}
+    (generated,) = _copy(
+        [claim.output], lambda node, new: mapping.get(id(node)),
+        stop=lambda n: id(n) in mapping or n.realized,
+    )  # fmt: skip
+    return generated, _custom(claim, standins)
+
+
+def _custom(claim: Claim, srcs: Sequence[Node]) -> Node:
+    out = claim.output
+    return custom(Claimed(claim), tuple(srcs), out.dtype, out.shape, out.device)
+
+
+def _copy(
+    roots: Sequence[Node],
+    swap: Callable[[Node, dict[int, Node]], Node | None],
+    stop: Callable[[Node], bool],
+) -> list[Node]:
+    """A copy of the graph under ``roots`` (down to ``stop`` nodes) in which a node that
+    ``swap`` replaces (given the copies made so far) is its replacement; leaves and
+    realized nodes are shared."""
     new: dict[int, Node] = {}
-    for node in walk([claim.output], stop=lambda n: id(n) in mapping or n.realized):
-        found = mapping.get(id(node))
+    for node in walk(roots, stop):
+        found = swap(node, new)
         if found is None and (node.realized or not node.srcs):
             found = node
         if found is None:
             srcs = tuple(new[id(s)] for s in node.srcs)
             found = Node(node.op, node.arg, srcs, node.dtype, node.shape, node.device)
         new[id(node)] = found
-    out = claim.output
-    claimed = custom(Claimed(claim), tuple(standins), out.dtype, out.shape, out.device)
-    return new[id(out)], claimed
+    return [new[id(r)] for r in roots]
 
 
 @dataclass(frozen=True)
