@@ -49,13 +49,26 @@ def opencl(session: nox.Session) -> None:
     conformance(session, "opencl")
 
 
+FUZZERS = {
+    "ir": ("tests/fuzz/fuzz.py", "host,opencl"),
+    "arrays": ("tests/fuzz/arrays.py", "host,host-checked,opencl"),
+}
+"""The differential fuzzers: kernels against the IR interpreter, and array programs against
+array_api_strict; each with the devices it runs on by default."""
+
+
 @nox.session
 def fuzz(session: nox.Session) -> None:
-    """The differential fuzzer, for longer than its smoke test: by default 600 s on host and
-    opencl; ``nox -s fuzz -- --seconds 60 --devices host`` (``tests/fuzz/fuzz.py --help``)."""
+    """The differential fuzzers, for longer than their smoke tests: by default each for
+    600 s on its devices (``FUZZERS``). ``nox -s fuzz -- arrays --seconds 60 --devices
+    host-checked`` runs one with those options (``tests/fuzz/arrays.py --help``); options
+    without a fuzzer's name go to both."""
     session.install(CORE, "./zyx-opencl", "pocl-binary-distribution")
-    args = session.posargs or ["--seconds", "600", "--devices", "host,opencl"]
-    session.run("python", "tests/fuzz/fuzz.py", *args)
+    args = list(session.posargs)
+    names = [args.pop(0)] if args and args[0] in FUZZERS else list(FUZZERS)
+    for name in names:
+        script, devices = FUZZERS[name]
+        session.run("python", script, *(args or ["--seconds", "600", "--devices", devices]))
 
 
 @nox.session
