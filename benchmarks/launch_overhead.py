@@ -25,6 +25,10 @@ buffers, one written buffer and an int scalar, once with the same arguments ever
 and once rotating over 64 outputs (the throughput test's pattern, spread over streams).
 Every launch takes its device's lock (``MemoryPool.lock``): the native path in C, the
 Python path with ``with``, whose cost alone is the "device lock alone" row.
+
+``--clock thread`` times the launching thread's CPU time instead of wall time: on a
+machine that other processes load, wall time varies by tens of percent between runs, the
+thread's own time much less (it leaves out the time the thread waits to be scheduled).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,6 +47,9 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "cuda"))  # stub_dr
 from kernels import empty_kernel, strided_add  # noqa: E402
 from timing import per_launch  # noqa: E402
 
+CLOCK = time.perf_counter
+"""The clock of every burst (``--clock``)."""
+
 
 def measure(
     cases: dict[str, tuple[Callable[[], None], Callable[[], None]]], launches: int, repeats: int
@@ -49,10 +57,10 @@ def measure(
     """Median µs per launch of each case, bursts interleaved across cases."""
     times: dict[str, list[float]] = {name: [] for name in cases}
     for run, drain in cases.values():
-        per_launch(run, drain, launches)  # warm-up
+        per_launch(run, drain, launches, CLOCK)  # warm-up
     for _ in range(repeats):
         for name, (run, drain) in cases.items():
-            times[name].append(per_launch(run, drain, launches))
+            times[name].append(per_launch(run, drain, launches, CLOCK))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -183,7 +191,10 @@ def main() -> None:
     parser.add_argument("--platform", default="0", help="OpenCL platform index or name part")
     parser.add_argument("--launches", type=int, default=20_000)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--clock", choices=("wall", "thread"), default="wall")
     args = parser.parse_args()
+    global CLOCK
+    CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
     results: dict[str, dict[str, float]] = {}
     if args.backend in ("cuda", "all"):
         native = "python" if os.environ.get("ZYX_NATIVE") == "0" else "native"
