@@ -1,0 +1,78 @@
+"""Where the time of one small cached op goes: ``(a + b).numpy()`` on 1024 f32.
+
+    python benchmarks/small_op_profile.py [--device cuda]
+
+Times each phase of the front end's path alone (median µs of many calls, wall clock):
+recording the op, the plan cache's key (``structure``), running the cached plan
+(allocate, launch, release), and reading the result into numpy; then the whole call, and
+a cProfile of it (its top functions by own time). For finding Python overhead, not for
+comparing with peers (``frontend_bench.py`` does that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import zyx
+from zyx import runtime
+
+
+def median_us(fn: Callable[[], object], calls: int = 2000, repeats: int = 7) -> float:
+    """Median over ``repeats`` bursts of µs per call of ``fn``."""
+    for _ in range(200):
+        fn()
+    bursts = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        bursts.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(bursts)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=None, help="a zyx device name (default: zyx's)")
+    args = parser.parse_args()
+    device = zyx.device(args.device) if args.device else zyx.device()
+    host = np.random.default_rng(0).random(1024, dtype=np.float32)
+    a, b = zyx.asarray(host, device=device), zyx.asarray(host, device=device)
+    done = a + b
+    zyx.realize(done)
+    node = (a + b).node
+    key, leaves = runtime.structure([node])
+    plan = runtime.runtime.plans[key]
+
+    def run_plan() -> None:
+        target = (a + b).node
+        with runtime.runtime.lock:
+            plan.run(leaves, [target])
+
+    phases = {
+        "record a + b": lambda: a + b,
+        "structure (plan key)": lambda: runtime.structure([node]),
+        "record + run cached plan": run_plan,
+        "zyx.realize(a + b)": lambda: zyx.realize(a + b),
+        "read a realized result": done.numpy,
+        "(a + b).numpy()": lambda: (a + b).numpy(),
+    }
+    print(f"{device.name}: µs per call (median)")
+    for name, fn in phases.items():
+        print(f"  {name:28s} {median_us(fn):8.2f}")
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(3000):
+        (a + b).numpy()
+    profile.disable()
+    pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
