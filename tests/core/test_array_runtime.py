@@ -258,6 +258,32 @@ def test_a_live_arrays_buffer_is_never_handed_out(array_device: Device) -> None:
     assert settled(array_device) == start
 
 
+
+def test_a_reshaped_result_of_a_plan_step_shares_its_buffer(array_device: Device) -> None:
+    """A target that only reshapes (or squeezes) a buffer the plan makes, here a sort's
+    output, costs no copy kernel; two such targets of one buffer each own theirs; the pool
+    is exact once they are dropped."""
+    exact_pool(array_device)
+    start = settled(array_device)
+    v = np.random.default_rng(12).standard_normal((6, 8)).astype(np.float32)
+    x = zyx.asarray(v, device=array_device)
+    before = zyx.stats()
+    flat = zyx.reshape(zyx.sort(x, axis=1), (48,))
+    zyx.realize(flat)
+    assert (zyx.stats() - before).kernels_scheduled == 0, "the sort's launches only"
+    assert_close(flat.numpy(), np.sort(v, axis=1).reshape(48), DType.F32)
+    s = zyx.sort(x, axis=0)
+    a, b = zyx.reshape(s, (48,)), zyx.expand_dims(s, axis=0)
+    zyx.realize(a, b)
+    del s, x
+    gc.collect()
+    assert_close(b.numpy(), np.sort(v, axis=0)[None], DType.F32)
+    del b
+    gc.collect()
+    assert_close(a.numpy(), np.sort(v, axis=0).reshape(48), DType.F32)
+    del a, flat
+    assert settled(array_device) == start
+
 # ---- threads ----------------------------------------------------------------------------------
 
 

@@ -69,7 +69,8 @@ def test_a_faster_claim_runs_and_the_choice_is_remembered(plugin_venv: PluginVen
     first, again, transposed = seen["first"], seen["again"], seen["transposed"]
     assert first["calls"] == 1 and first["stats"]["claims_offered"] == 1
     assert first["stats"]["claim_races"] == 1 and first["stats"]["claims_taken"] == 1
-    assert first["stats"]["kernels_scheduled"] <= 1  # the reshape of its output, not the matmul
+    # The claim's (n, m, 1) output reshaped to the target's (n, m) shares its buffer.
+    assert first["stats"]["kernels_scheduled"] == 0
     # The same structure: the plan is reused; the hook is not asked again, nothing is timed.
     assert again["calls"] == 1 and again["stats"]["plans_reused"] == 1
     assert again["stats"]["claim_races"] == 0

@@ -29,7 +29,7 @@ from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
 from zyx.graph import claims
 from zyx.graph.claims import Claim
-from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer
+from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer, preserves_flat
 from zyx.graph.nodes import LEAVES, Custom, Node, Op, leaf, walk
 from zyx.graph.schedule import Graph, schedule
 
@@ -344,6 +344,8 @@ class _Planner:
         self.leaves = {id(n): i for i, n in enumerate(leaves)}
         self.steps: list[Step] = []
         self.kernels = 0
+        self.shared: set[int] = set()
+        """Slots that a reshape shares with its source (``alias``)."""
 
     def ref(self, node: Node) -> tuple[str, int]:
         found = self.leaves.get(id(node))
@@ -379,6 +381,8 @@ class _Planner:
 
     def kernel(self, spec: KernelSpec) -> None:
         out = spec.output
+        if self.alias(spec):
+            return
         self.output(out)
         if out.size == 0:
             return
@@ -394,6 +398,24 @@ class _Planner:
         program = self.runtime.compile(device, lowered.kernel)
         args = tuple(self.ref(a) if isinstance(a, Node) else ("value", a) for a in lowered.args)
         self.steps.append(Launch(device, program, args))
+
+    def alias(self, spec: KernelSpec) -> bool:
+        """Give a kernel that only reshapes a buffer of this plan that buffer's slot: a
+        buffer is contiguous, so a reshape of it, or a view that only adds or drops size-1
+        dims, is the same bytes (a claim's output, made in the claim's shape, seen in the
+        target's). Not for a source that is a target or shares its slot already: each
+        target owns its buffer."""
+        out = spec.output
+        reshape = out.op is Op.RESHAPE or out.op is Op.VIEW and preserves_flat(out.arg)
+        if spec.passes or not reshape:
+            return False
+        src = out.srcs[0]
+        slot = self.slots.get(id(src))
+        if slot is None or slot in self.shared or any(t is src for t in self.graph.targets):
+            return False
+        self.slots[id(out)] = slot
+        self.shared.add(slot)
+        return True
 
     def custom(self, node: Node) -> None:
         """A custom op's launches, on its own scratch buffers (released after their last
