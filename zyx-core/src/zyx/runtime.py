@@ -30,7 +30,7 @@ from zyx.dtypes import DType
 from zyx.graph import claims
 from zyx.graph.claims import Claim
 from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer, preserves_flat
-from zyx.graph.nodes import LEAVES, Custom, Node, Op, leaf, walk
+from zyx.graph.nodes import LEAVES, Custom, Node, Op, leaf
 from zyx.graph.schedule import Graph, schedule
 
 if TYPE_CHECKING:
@@ -312,21 +312,33 @@ def _standin(node: Node) -> Node:
 
 def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
     """The plan cache's key for realizing ``targets``, and the leaves a plan binds, in
-    the order the key numbers them."""
-    order = walk(targets)
+    the order the key numbers them: each node's entry once its sources have theirs (the
+    order of ``walk``). One pass, not ``walk`` then a loop: this runs on every realize,
+    and a second pass over the nodes cost as much as the first."""
     position: dict[int, int] = {}
     leaves: list[Node] = []
     key: list[Hashable] = []
-    for node in order:
-        position[id(node)] = len(key)
-        if node.realized or node.op is Op.SCALAR:
+    stack = [(t, False) for t in reversed(targets)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node, expanded = pop()
+        if id(node) in position:
+            continue
+        if expanded:
+            arg = node.arg.key if node.op is Op.CUSTOM else node.arg
+            srcs = tuple([position[id(s)] for s in node.srcs])
+            position[id(node)] = len(key)
+            key.append((node.op, arg, node.dtype, node.shape, id(node.device), srcs))
+        elif node.buffer is not None or node.op is Op.SCALAR:
+            position[id(node)] = len(key)
             leaves.append(node)
             key.append((node.op is Op.SCALAR, node.dtype, node.shape, id(node.device)))
-            continue
-        arg = node.arg.key if node.op is Op.CUSTOM else node.arg
-        srcs = tuple(position[id(s)] for s in node.srcs)
-        key.append((node.op, arg, node.dtype, node.shape, id(node.device), srcs))
-    key.append(tuple(position[id(t)] for t in targets))
+        else:
+            push((node, True))
+            for src in reversed(node.srcs):
+                if id(src) not in position:
+                    push((src, False))
+    key.append(tuple([position[id(t)] for t in targets]))
     return tuple(key), leaves
 
 
