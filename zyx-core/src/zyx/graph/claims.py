@@ -12,7 +12,8 @@ A plugin that raises, or returns something that is not a valid claim, loses that
 (a warning on ``zyx.sched``), never the realize.
 
 ``matmuls(graph)`` finds the matrix products of a graph, with their operands as strided
-buffers: what a library that claims matmuls (cuDNN) needs to know.
+buffers: what a library that claims matmuls (cuDNN) needs to know; ``strided(view)`` reads
+any view node that way.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class Claim:
     """A plugin's program for ``output``, reading ``inputs``.
 
     ``launches(device)`` are run in order, each a ``CustomLaunch`` whose params bind to
-    ``("src", i)`` (input ``i``'s buffer: contiguous, row-major, of its shape),
+    ``("src", i)`` (input ``i``'s buffer: contiguous, row-major, of its shape; for an
+    ``Op.SCALAR`` input, its value: a number whose value the graph's structure omits),
     ``("out", 0)`` (``output``'s buffer, the same), ``("scratch", j)`` or a number; its
     kernel is IR (compiled by zyx, once per device) or a ``Program`` already built for
     ``device``. ``key`` says everything the launches depend on besides the data (shapes,
@@ -201,7 +203,7 @@ def _matmul(node: Node) -> Matmul | None:
     if product.arg is not BOp.MUL or any(s.op is not Op.VIEW or s.arg.masked for s in product.srcs):
         return None
     *batch, n, m, k = product.shape
-    left, right = (_strided(s) for s in product.srcs)
+    left, right = (strided(s) for s in product.srcs)
     if not _reads_rows(left, ndim, m):
         left, right = right, left
     if not (_reads_rows(left, ndim, m) and _reads_columns(right, ndim, n)):
@@ -221,8 +223,9 @@ def _reads_columns(x: Operand, ndim: int, n: int) -> bool:
     return x.strides[ndim - 3] == 0 or n == 1
 
 
-def _strided(view_node: Node) -> Operand:
-    """A view node as its source's buffer read with strides over the view's dims."""
+def strided(view_node: Node) -> Operand:
+    """A view node as its source's buffer read with strides over the view's dims (what a
+    plugin needs of an epilogue's operands too: a bias broadcast by a view)."""
     v = view_node.arg
     source = v.source
     strides = [0] * len(v.shape)

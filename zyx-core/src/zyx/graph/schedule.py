@@ -88,8 +88,8 @@ def _boundaries(graph: Graph) -> set[int]:
             continue
         if node.op is Op.REDUCE or node.op in _STEPS:
             out.add(id(node))
-        if node.op in _STEPS:  # they read their sources from buffers
-            out.update(id(s) for s in node.srcs if not s.realized)
+        if node.op in _STEPS:  # they read their sources from buffers (a number as itself)
+            out.update(id(s) for s in node.srcs if not s.realized and s.op is not Op.SCALAR)
         if _broadcast_math(graph, node, graph.consumers[id(node)]):
             out.add(id(node))
     # Rule 2, consumers before producers: a node's kernels are those of its consumers
