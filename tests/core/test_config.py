@@ -64,6 +64,9 @@ def test_defaults_come_from_the_models(environ: dict[str, str]) -> None:
     assert rows == {
         "autotune.enabled": (True, "default"),
         "autotune.cache": (True, "default"),
+        "autotune.budget": (2.0, "default"),
+        "autotune.runs": (3, "default"),
+        "autotune.min_time": (5e-5, "default"),
         "default_device": (None, "default"),
         "host.enabled": (True, "default"),
         "host.threads": (None, "default"),
@@ -192,7 +195,11 @@ def test_file_of_the_wrong_shape_is_an_error(
         ("host", "enabled", "perhaps", "valid boolean"),
         ("autotune", "cache", [1], "valid boolean"),
         ("host", "thread", 4, "unknown key; host takes: enabled, threads"),
-        ("autotune", "size", 1, "unknown key; autotune takes: enabled, cache"),
+        ("autotune", "size", 1, "unknown key; autotune takes: enabled, cache, budget, runs,"),
+        ("autotune", "budget", -1, "greater than or equal to 0"),
+        ("autotune", "budget", "1s", "valid number"),
+        ("autotune", "runs", 0, "greater than or equal to 1"),
+        ("autotune", "min_time", -1e-6, "greater than or equal to 0"),
     ],
 )
 def test_invalid_value_in_the_file_names_file_field_and_value(

@@ -545,6 +545,13 @@ class Device(ABC):
         nothing (the host without a C compiler). ``False`` for every real device."""
         return False
 
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """What builds and runs this device's kernels, with versions (driver, compiler, the
+        options that change the code, bounds checking): a kernel's measured time depends on
+        them, so the tuning cache's key holds them (``zyx.tuning``). ``()`` where unknown."""
+        return ()
+
     @abstractmethod
     def compile(self, kernel: Kernel) -> Program:
         """Compile ``kernel``; a failure raises KernelCompilation with the compiler's log."""

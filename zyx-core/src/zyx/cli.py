@@ -1,5 +1,5 @@
 """The ``zyx`` command: ``devices``, ``doctor``, ``config show``, ``config validate``, ``check``,
-``conformance``.
+``conformance``, ``tune``.
 
 A user error (bad config, unusable backend) prints one message in red and exits 1, never
 a traceback; a traceback means a bug in zyx or a plugin. ``zyx doctor`` exits 1 too where
@@ -299,6 +299,38 @@ def conformance(
     report = run_isolated(backend, pytest_args or ())
     out.print(report.renderable())
     raise typer.Exit(report.command_status)
+
+
+@app.command()
+@user_errors
+def tune(
+    clear: Annotated[bool, typer.Option("--clear", help="Remove every entry.")] = False,
+) -> None:
+    """Show the tuning cache (the variant kernel search chose per kernel and device), or
+    clear it."""
+    from zyx.tuning import cache
+
+    if clear:
+        out.print(f"removed {cache.clear()} entries from {escape(str(cache.folder))}")
+        return
+    stored = cache.entries()
+    table = Table("kernel", "device", "variant", "vs default", "timed", "search", box=box.SIMPLE)
+    damaged = 0
+    for item in stored:
+        entry = item.entry
+        if entry is None:
+            damaged += 1
+            continue
+        default = entry.times.get(item.parts["variants"][0])
+        won = entry.times.get(entry.variant)
+        gain = f"{default / won:.2f}x" if default and won else ""
+        table.add_row(escape(entry.kernel), escape(entry.device), escape(entry.variant), gain,
+                      str(len(entry.times)), f"{entry.seconds:.2f} s")  # fmt: skip
+    out.print(f"{len(stored)} entries in {escape(str(cache.folder))}")
+    if stored and damaged < len(stored):
+        out.print(table)
+    if damaged:
+        out.print(f"[yellow]{damaged} unreadable entries: ignored (zyx tune --clear)[/yellow]")
 
 
 def _bytes(n: int) -> str:

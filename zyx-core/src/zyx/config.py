@@ -73,15 +73,23 @@ class BackendSection(BaseModel):
 
 
 class AutotuneSection(BaseModel):
-    """How zyx picks among kernel variants by measured time. The kernel search that reads
-    it comes with the Tensor front end; until then it is validated and not acted on."""
+    """How zyx picks among kernel variants by measured time (``zyx.search``): at a plan's
+    first build, once per kernel."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     enabled: bool = True
-    """Measure variants; ``false`` takes the first valid one."""
+    """Measure variants; ``false`` runs each kernel's default variant."""
     cache: bool = True
-    """Keep the winners on disk across runs."""
+    """Keep the winners on disk across runs (``zyx tune`` shows and clears them)."""
+    budget: float = Field(default=2.0, ge=0, allow_inf_nan=False)
+    """Seconds one kernel's search may take, compiles included: variants not reached by
+    then are not tried (the default is always timed)."""
+    runs: int = Field(default=3, ge=1, le=100)
+    """Timed runs per variant, after one warm-up; the fastest counts."""
+    min_time: float = Field(default=5e-5, ge=0, allow_inf_nan=False)
+    """Seconds: a kernel whose default variant runs faster is not searched further (a
+    launch's overhead is of that order: too little to win)."""
 
 
 DEVICE = re.compile(r"([a-z][a-z0-9_]*)(?::([0-9]+))?")

@@ -21,9 +21,11 @@ import logging
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from math import prod
 from typing import TYPE_CHECKING, Any
 
+from zyx import search
 from zyx.allocator import allocator
 from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
@@ -69,6 +71,8 @@ class Stats:
     """Claims timed against generated kernels (once per claim key and device)."""
     claims_taken: int = 0
     """Claims that run in place of generated kernels in the plans built."""
+    searches: int = 0
+    """Kernels whose variants were timed (``zyx.search``: tuning cache misses)."""
 
     def __sub__(self, other: Stats) -> Stats:
         return Stats(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
@@ -404,7 +408,11 @@ class _Planner:
         def is_input(n: Node) -> bool:
             return n is not out and (n.realized or id(n) in boundaries)
 
-        lowered = Lowerer(spec, is_input, local_size(device, spec)).lower()
+        compile = partial(self.runtime.compile, device)
+        with search.Generated(spec, is_input, local_size(device, spec), compile) as space:
+            variant, searched = search.choose(space)
+            lowered = space.lowered(variant)
+        _stats.searches += searched
         log.debug("kernel %s: %s", lowered.kernel.name, out)
         self.kernels += 1
         program = self.runtime.compile(device, lowered.kernel)

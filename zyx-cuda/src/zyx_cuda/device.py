@@ -29,7 +29,7 @@ from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir import Kernel
 from zyx_cuda.codegen import CudaDialect
-from zyx_cuda.compiler import Compiler
+from zyx_cuda.compiler import Compiler, nvrtc_version
 from zyx_cuda.context import Context
 from zyx_cuda.errors import check
 from zyx_cuda.graphs import GraphRecording
@@ -76,6 +76,14 @@ class CudaDevice(Device):
             *self.info.compute_capability,
             queues,
         )
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The driver's CUDA version, NVRTC's, the target it compiles for."""
+        cuda = check(ErrorStatus.DEVICE_QUERY, "cuDriverGetVersion", driver.cuDriverGetVersion())
+        nvrtc = ".".join(map(str, nvrtc_version()))
+        checked = f"bounds_checked={self.bounds_checked}"
+        return (f"driver {cuda}", f"nvrtc {nvrtc}", self.compiler.target, checked)
 
     def compile(self, kernel: Kernel) -> KernelProgram:
         check_compilable(kernel, self.info)

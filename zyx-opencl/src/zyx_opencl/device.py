@@ -25,7 +25,7 @@ from zyx.errors import BackendError, ErrorStatus
 from zyx.host.limits import private_budget
 from zyx.ir import Kernel
 from zyx_opencl.codegen import OpenCLDialect
-from zyx_opencl.compiler import Compiler
+from zyx_opencl.compiler import BUILD_OPTIONS, Compiler
 from zyx_opencl.config import OpenCLSection
 from zyx_opencl.pool import OpenCLPool, memory_capacity
 from zyx_opencl.program import OpenCLProgram
@@ -140,6 +140,16 @@ class OpenCLDevice(Device):
         self.compiler = Compiler(context, device)
         self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
         self.dialect.bounds_checked = self.bounds_checked
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The platform and driver with their versions, the build options."""
+        device = self.cl_device
+        platform = device.platform
+        return (
+            platform.name, platform.version, device.version, device.driver_version,
+            *BUILD_OPTIONS, f"bounds_checked={self.bounds_checked}",
+        )  # fmt: skip
 
     def compile(self, kernel: Kernel) -> OpenCLProgram:
         check_compilable(kernel, self.info)

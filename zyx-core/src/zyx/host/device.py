@@ -101,6 +101,17 @@ class HostDevice(Device):
         """Whether kernels run in the numpy interpreter (no working C compiler)."""
         return self._compiler is None
 
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The C compiler with its version and flags, the CPU, the worker threads."""
+        if self.toolchain is None:
+            return ("interpreter",)
+        chain = self.toolchain
+        return (
+            chain.command, chain.version, *chain.flags, cpu_info().model,
+            f"threads={self.threads}", f"bounds_checked={self.bounds_checked}",
+        )  # fmt: skip
+
     def compile(self, kernel: Kernel) -> Program:
         check_compilable(kernel, self.info)
         if self._compiler is None:

@@ -1,0 +1,331 @@
+"""Kernel search: choosing among a kernel's variants by measured time.
+
+What is searched is a ``Space``: the variants of one kernel (or of a few kernels that run
+together), as plain hashable data with a stable ``repr``, the default first, and a way to
+build and bind each for timing. ``Generated`` is the space of a kernel the scheduler
+emitted (its local size); any other source of kernels (a generated matmul's tiles, a
+plugin's library call) plugs in the same way, and a space whose variants come from several
+sources makes them compete in one search.
+
+``choose(space)`` is what a plan build calls, once per kernel, as ``autotune`` says:
+
+- off (``enabled`` false), one variant only, or a device that interprets its kernels
+  (their times say nothing about compiled code): the default, nothing timed;
+- a hit in the tuning cache (``zyx.tuning``; its key holds everything the result depends
+  on): the cached winner, nothing timed;
+- else a search: each variant compiled and timed with ``Device.launch_timed`` (one warm-up
+  run, then the best of ``runs``), the default first; a default faster than ``min_time``
+  ends it there (nothing to win that a launch's overhead would not eat); variants not
+  reached when ``budget`` seconds have passed are not tried; a variant that fails to
+  compile or run drops out (logged). The fastest wins and is cached (on disk where
+  ``cache`` is on).
+
+Measurements and winners are logged on ``zyx.tune`` (``ZYX_DEBUG=256``). A search that runs
+longer than a second shows a progress bar on stderr where stderr is a terminal (not in CI,
+not into a log file).
+
+A plan that is built already runs without any of this: the plan cache's hit path never
+reaches a search, nor the disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from math import log2, prod
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from zyx import tuning
+from zyx.allocator import allocator
+from zyx.errors import BackendError
+from zyx.graph.lower import KernelSpec, Lowered, Lowerer
+from zyx.graph.nodes import Node, Op
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from zyx.backend import Arg, Buffer, Device, Program
+    from zyx.config import AutotuneSection
+    from zyx.ir.ops import Kernel
+
+log = logging.getLogger("zyx.tune")
+
+V = TypeVar("V", bound=Hashable)
+
+SHOW_AFTER = 1.0
+"""Seconds a search runs before it shows a progress bar (on a terminal)."""
+
+MIN_LOCAL = 32
+"""The fewest work-items per group a generated kernel's search tries (a warp)."""
+
+MIN_ELEMENTS = 1 << 16
+"""Elements a generated kernel computes over (its output's, or its reduction's input's),
+below which its local size is not searched: all its work-items fit in one wave of any
+device, and the variants differ by less than a launch costs, not worth their compiles."""
+
+Launches = Sequence[tuple["Program", Sequence["Arg"]]]
+"""What one variant runs: programs and their arguments, in order."""
+
+
+class Space(Protocol[V]):
+    """The variants of a kernel on one device, and how to time each."""
+
+    @property
+    def device(self) -> Device: ...
+
+    @property
+    def name(self) -> str:
+        """What is searched, for logs and ``zyx tune``."""
+        ...
+
+    def key(self) -> str:
+        """The structure of what is searched, independent of the variant: equal texts must
+        mean the same computation at the same sizes (the tuning cache's key holds it)."""
+        ...
+
+    def variants(self) -> Sequence[V]:
+        """The variants, the default first: plain data, hashable, with a ``repr`` that
+        names each across processes."""
+        ...
+
+    def launches(self, variant: V) -> Launches:
+        """``variant`` compiled and bound to buffers for timing (a ``BackendError`` where
+        this device cannot build or run it)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Result(Generic[V]):
+    """What a search measured."""
+
+    winner: V
+    times: dict[V, int]
+    """Nanoseconds per variant timed: the best of its runs."""
+    seconds: float
+
+
+def settings() -> AutotuneSection:
+    """The ``autotune`` section of the process's configuration."""
+    from zyx.plugins import registry
+
+    return registry().config.values.autotune
+
+
+def choose(space: Space[V], options: AutotuneSection | None = None) -> tuple[V, bool]:
+    """The variant of ``space`` to run, and whether a search was run for it (the module
+    docstring says when)."""
+    options = settings() if options is None else options
+    variants = space.variants()
+    if not options.enabled or len(variants) == 1 or space.device.interpreted:
+        return variants[0], False
+    key = tuning.Key(
+        space.key(),
+        tuning.Identity.of(space.device),
+        tuple(options.model_dump(exclude={"enabled", "cache"}).items()),
+        tuple(repr(v) for v in variants),
+    )
+    entry = tuning.cache.get(key, disk=options.cache)
+    named = {} if entry is None else {repr(v): v for v in variants}
+    if entry is not None and entry.variant in named:
+        return named[entry.variant], False
+    result = search(space, options)
+    times = {repr(v): t for v, t in result.times.items()}
+    stored = tuning.Entry(repr(result.winner), times, space.name, space.device.name, result.seconds)
+    # A default under min_time was all that was timed: kept for this process only, so that
+    # small kernels leave nothing on disk.
+    disk = options.cache and len(result.times) > 1
+    tuning.cache.put(key, stored, disk=disk)
+    return result.winner, True
+
+
+def search(space: Space[V], options: AutotuneSection) -> Result[V]:
+    """Time the variants of ``space`` (the module docstring says how); the fastest."""
+    start = time.perf_counter()
+    variants = space.variants()
+    times: dict[V, int] = {}
+    failure: BackendError | None = None
+    with _Bar(space.name, len(variants), start) as bar:
+        for i, variant in enumerate(variants):
+            if i and time.perf_counter() - start >= options.budget:
+                log.debug("%s: budget spent, %d of %d variants timed", space.name, i, len(variants))
+                break
+            try:
+                times[variant] = best = _time(space.device, space.launches(variant), options.runs)
+            except BackendError as error:  # this variant loses; the others may run
+                log.debug("%s: %r failed: %s", space.name, variant, error)
+                failure = failure or error
+                continue
+            finally:
+                bar.advance()
+            log.debug("%s: %r: %d ns", space.name, variant, best)
+            if i == 0 and best < options.min_time * 1e9:
+                break
+    if not times:
+        assert failure is not None
+        raise failure
+    winner = min(times, key=times.__getitem__)
+    seconds = time.perf_counter() - start
+    if len(times) > 1:
+        default = times.get(variants[0])
+        gain = f", {default / times[winner]:.2f}x the default" if default else ""
+        log.info("%s on %s: %r wins in %d ns%s (%d variants timed in %.2f s)", space.name,
+                 space.device.name, winner, times[winner], gain, len(times), seconds)  # fmt: skip
+    return Result(winner, times, seconds)
+
+
+def _time(device: Device, launches: Launches, runs: int) -> int:
+    """One warm-up run of ``launches``, then ``runs`` timed: the fastest, in nanoseconds."""
+    for program, args in launches:
+        device.launch_timed(program, args)
+    return min(sum(device.launch_timed(p, a) for p, a in launches) for _ in range(runs))
+
+
+class Generated:
+    """The space of a kernel the scheduler emitted: its local size (work-items per group),
+    powers of two from ``MIN_LOCAL`` to the device's limit, the runtime's rule (``default``,
+    a power of two) first; the default alone under ``MIN_ELEMENTS``.
+
+    Timing binds the kernel's realized inputs and scalars as they are, and zero-filled
+    scratch buffers for its output and for inputs other kernels of the plan compute
+    (zeros are valid indices and divisors: every value a kernel reads is in range). The
+    scratch is freed at ``close`` (or the end of a ``with``).
+    """
+
+    def __init__(
+        self,
+        spec: KernelSpec,
+        is_input: Callable[[Node], bool],
+        default: int,
+        compile: Callable[[Kernel], Program],
+    ) -> None:
+        self.spec = spec
+        self.is_input = is_input
+        self.default = default
+        self.compile = compile
+        self._lowered: dict[int, Lowered] = {}
+        self._scratch: dict[int, Buffer] = {}
+
+    @property
+    def device(self) -> Device:
+        return self.spec.output.device
+
+    @property
+    def name(self) -> str:
+        return self.lowered(self.default).kernel.name
+
+    def variants(self) -> list[int]:
+        """The default, then the others nearest it first (by factors of two): those a
+        budget leaves untried are the least likely to win."""
+        reduction = self.spec.reduction
+        if (prod(reduction[0]) if reduction else self.spec.output.size) < MIN_ELEMENTS:
+            return [self.default]
+        info = self.device.info
+        limit = min(info.max_local_threads, info.max_local_work_dims[0])
+        sizes, size = [], MIN_LOCAL
+        while size <= limit:
+            sizes.append(size)
+            size *= 2
+        others = sorted((s for s in sizes if s != self.default), key=self._distance)
+        return [self.default, *others]
+
+    def _distance(self, size: int) -> tuple[float, int]:
+        return (abs(log2(size / self.default)), size)
+
+    def key(self) -> str:
+        lowered = self.lowered(self.default)
+        sizes = tuple(a for a in lowered.args if not isinstance(a, Node))
+        return repr((lowered.kernel.ops, sizes))
+
+    def lowered(self, local: int) -> Lowered:
+        """The kernel with ``local`` work-items per group (lowered once)."""
+        found = self._lowered.get(local)
+        if found is None:
+            found = self._lowered[local] = Lowerer(self.spec, self.is_input, local).lower()
+        return found
+
+    def launches(self, variant: int) -> Launches:
+        lowered = self.lowered(variant)
+        return [(self.compile(lowered.kernel), [self._bind(a) for a in lowered.args])]
+
+    def _bind(self, arg: Any) -> Arg:
+        if not isinstance(arg, Node):
+            return arg  # type: ignore[no-any-return]
+        if arg.op is Op.SCALAR:
+            return arg.arg  # type: ignore[no-any-return]
+        if arg.buffer is not None:
+            return arg.buffer
+        found = self._scratch.get(id(arg))
+        if found is None:
+            found = self._scratch[id(arg)] = _zeros(arg.device, arg.nbytes)
+        return found
+
+    def close(self) -> None:
+        """Free the scratch buffers of timing."""
+        scratch, self._scratch = self._scratch, {}
+        for buf in scratch.values():
+            allocator.free(buf)
+
+    def __enter__(self) -> Generated:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _zeros(device: Device, nbytes: int) -> Buffer:
+    import numpy as np
+
+    buf = allocator.allocate(device.pool, max(nbytes, 1))
+    if nbytes:
+        device.pool.write(buf, np.zeros(nbytes, np.uint8))
+    return buf
+
+
+class _Bar:
+    """A rich progress bar of one search on stderr, shown once the search has run
+    ``SHOW_AFTER`` seconds, and only where stderr is a terminal and ``CI`` is unset."""
+
+    def __init__(self, name: str, total: int, start: float) -> None:
+        self.name = name
+        self.total = total
+        self.start = start
+        self.done = 0
+        self.progress: Progress | None = None
+        self.task: TaskID | None = None
+
+    def advance(self) -> None:
+        self.done += 1
+        if self.progress is None:
+            if time.perf_counter() - self.start < SHOW_AFTER or not terminal():
+                return
+            self._show()
+        assert self.progress is not None and self.task is not None
+        self.progress.update(self.task, completed=self.done)
+
+    def _show(self) -> None:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self.progress = Progress(console=Console(stderr=True), transient=True)
+        self.progress.start()
+        self.task = self.progress.add_task(f"tuning {self.name}", total=self.total)
+
+    def __enter__(self) -> _Bar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def terminal() -> bool:
+    """Whether a progress bar may show: stderr is a terminal, not a dumb one, outside CI."""
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
+    return tty and "CI" not in os.environ and os.environ.get("TERM") != "dumb"
