@@ -133,15 +133,13 @@ def _strided_ref(x: Array) -> Array:
 
 def _shapes(rng: np.random.Generator, count: int) -> list[tuple[str, tuple[int, ...]]]:
     """``count`` shapes, 2-D and 3-D, contiguous and strided, in random order. Every dim
-    the program sees is 2 or more (a dim of 1 is a broadcast: another kernel), and a
-    reversed dim 3 or more (see the xfail below)."""
+    the program sees is 2 or more (a dim of 1 is a broadcast: another kernel)."""
     out = []
     for i in range(count):
         layout, ndim = ("contiguous", "strided")[i % 2], 2 + (i // 2) % 2
         shape = [int(n) for n in rng.integers(2, 40, ndim)]
         if layout == "strided":  # the source of _strided's view
             shape[-1] = max(shape[-1], 4)  # every other element: 2 or more
-            shape[-2] = max(shape[-2], 3)  # reversed
         out.append((layout, tuple(shape)))
     return out
 
@@ -170,13 +168,6 @@ def test_a_hundred_shapes_compile_each_kernel_once(array_device: Device, name: s
     assert not again, f"compiled again at a later shape (per shape, in order): {again}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Lowerer.sym makes every shape number of 0 or 1 a constant, view offsets too "
-    "(Lowerer._term): a dim of 2 read backwards starts at offset 1, so x[:, ::-1] of n "
-    "columns compiles one kernel for n == 2 and another for every other n; the 0 and 1 "
-    "that decide structure are sizes and strides, not offsets (zyx/graph/lower.py)",
-)
 def test_a_reversed_dim_of_two_reuses_the_kernel_of_other_sizes(array_device: Device) -> None:
     rng = np.random.default_rng(5)
     counts = []

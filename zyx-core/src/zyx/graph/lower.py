@@ -154,6 +154,15 @@ class Lowerer:
         self.sym_args.append(value)
         return self.x.sym()
 
+    def offset(self, value: int) -> Expr:
+        """An offset: a ``Variable`` unless it is 0 (no offset at all, as in every
+        permute and broadcast). A 1 is an offset like any other: the first element of a
+        reversed dim of 2, or of a slice from 1, does not change the kernel's structure."""
+        if value == 0:
+            return self.x.const(0)
+        self.sym_args.append(value)
+        return self.x.sym()
+
     def sizes(self, shape: tuple[int, ...]) -> list[Expr]:
         return [self.sym(n) if n != 1 else self.x.const(1) for n in shape]
 
@@ -296,9 +305,9 @@ class Lowerer:
         inside, coords = [], [x.const(0)] * len(region.shape)
         for j, t in zip(index.dims, region.terms):
             if t.dim is None:
-                inside.append(x.binary(BOp.EQ, j, self.sym(t.offset)))
+                inside.append(x.binary(BOp.EQ, j, self.offset(t.offset)))
                 continue
-            diff = x.binary(BOp.SUB, j, self.sym(t.offset))
+            diff = x.binary(BOp.SUB, j, self.offset(t.offset))
             scale = self.sym(t.scale) if t.scale not in (0, 1) else x.const(t.scale)
             i = x.div(diff, scale)
             size = self.sym(region.shape[t.dim])
@@ -314,9 +323,9 @@ class Lowerer:
     def _term(self, t: Term, index: Index) -> Expr:
         x = self.x
         if t.dim is None:
-            return self.sym(t.offset)
+            return self.offset(t.offset)
         scaled = index.dims[t.dim] if t.scale == 1 else x.mul(index.dims[t.dim], self.sym(t.scale))
-        return x.add(scaled, self.sym(t.offset)) if t.offset else scaled
+        return x.add(scaled, self.offset(t.offset)) if t.offset else scaled
 
     def _check(self, t: Term, bound: int, index: Index) -> Expr:
         x = self.x
