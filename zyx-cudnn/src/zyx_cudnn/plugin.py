@@ -1,37 +1,88 @@
-"""zyx-cudnn's plugin: declared, not implemented yet.
+"""zyx-cudnn's plugin: matmuls and their epilogues on zyx-cuda's devices, as cuDNN graphs.
 
-Its backend is quarantined with the reason below (``zyx doctor`` shows it) and every other
-backend keeps working. Enabling cuDNN for matmuls is ``cuda.cudnn``, in zyx-cuda's section.
+``zyx_match_graph`` offers, for each matmul of a graph on a CUDA device, the longest
+claim cuDNN can build (``zyx_cudnn.match`` finds them, ``zyx_cudnn.plans`` builds and tunes
+them); zyx races it against its generated kernels and runs the faster. It claims nothing
+while ``cuda.cudnn`` is false. Without libcudnn, or with a frontend it cannot use, the
+backend ``cudnn`` is quarantined with the reason (``zyx doctor`` shows it), its hook claims
+nothing, and CUDA works as without it. Importing this module loads no native library.
+
+Config section ``cudnn``: ``allow_tf32`` (default false) lets f32 matmuls run on TF32
+tensor cores; without it an f32 matmul is true fp32, or not claimed.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, cast
+
+from pydantic import Field
 
 from zyx.config import BackendSection
+from zyx.graph.claims import Claim
 from zyx.hookspecs import BackendSpec, ProbeResult, hookimpl
+from zyx_cudnn import library
 
 if TYPE_CHECKING:
     from zyx.backend import Device
+    from zyx.graph.schedule import Graph
+    from zyx_cuda.config import CudaSection
+    from zyx_cuda.device import CudaDevice
 
 ZYX_PLUGIN_API = "1.0"
 
-NOT_IMPLEMENTED = "zyx-cudnn is not implemented yet (its issue is open)"
+log = logging.getLogger("zyx.sched.cudnn")
 
 
 class CudnnSection(BackendSection):
-    """Config section ``cudnn``; it has no settings of its own yet."""
+    """Config section ``cudnn`` (whether it claims at all is ``cuda.cudnn``)."""
+
+    allow_tf32: Annotated[bool, Field(strict=True)] = False
+    """Let f32 matmuls run on TF32 tensor cores (inputs rounded to 10 mantissa bits: a
+    relative error near 1e-3 rather than 1e-5); false keeps them true fp32. Strict: ``1``
+    and ``"yes"`` are errors, not a change of precision."""
 
 
 def probe() -> ProbeResult:
-    return ProbeResult(available=False, reason=NOT_IMPLEMENTED)
+    found = library.status()
+    return ProbeResult(available=found.available, reason=found.reason, libraries=found.libraries)
 
 
 def open_cudnn(section: CudnnSection) -> Sequence[Device]:
-    raise NotImplementedError(NOT_IMPLEMENTED)
+    """cuDNN runs on zyx-cuda's devices; it has none of its own."""
+    return []
 
 
 @hookimpl
 def zyx_backends() -> list[BackendSpec]:
     return [BackendSpec(name="cudnn", config=CudnnSection, probe=probe, open=open_cudnn)]
+
+
+@hookimpl
+def zyx_match_graph(graph: Graph, device: Device) -> list[Claim] | None:
+    if device.backend != "cuda" or not library.status().available:
+        return None
+    from zyx.plugins import registry
+
+    config = registry().config
+    if not cast("CudaSection", config.section("cuda")).cudnn:
+        return None
+    tf32 = cast("CudnnSection", config.section("cudnn")).allow_tf32
+    from zyx_cudnn.graphs import Unsupported
+    from zyx_cudnn.match import candidates
+    from zyx_cudnn.plans import plan_for
+
+    claims = []
+    for options in candidates(graph, device, tf32):
+        for option in options:  # the longest epilogue cuDNN can run
+            try:
+                plan = plan_for(option.spec, cast("CudaDevice", device))
+            except Unsupported as refusal:
+                log.debug("%s", refusal)
+                continue
+            log.debug("claimed %s on %s", option.spec.describe(), device.name)
+            claims.append(Claim(option.output, option.inputs, option.spec, plan.launches,
+                                plan.scratch))  # fmt: skip
+            break
+    return claims

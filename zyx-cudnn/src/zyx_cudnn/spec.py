@@ -29,6 +29,12 @@ class Layout:
     dtype: DType
     source: int
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its buffer it reaches, its offset included."""
+        last = sum((d - 1) * s for d, s in zip(self.dims, self.strides, strict=True))
+        return (self.offset + last + 1) * self.dtype.itemsize
+
 
 @dataclass(frozen=True)
 class Scalar:
@@ -60,6 +66,15 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Input:
+    """One of a claim's inputs as its launches take it: a number of dtype ``number``, else
+    a buffer of which they read the first ``nbytes``."""
+
+    number: DType | None
+    nbytes: int = 0
+
+
+@dataclass(frozen=True)
 class Spec:
     """``out = epilogue(a @ b)``, accumulated in f32. ``tf32``: an f32 product may use
     TF32 tensor cores (``cudnn.allow_tf32``); else an f32 product is true fp32."""
@@ -75,6 +90,29 @@ class Spec:
     def dtype(self) -> DType:
         """The product's dtype (both operands have it)."""
         return self.a.dtype
+
+    @property
+    def layouts(self) -> tuple[Layout, ...]:
+        """Every tensor in device memory: the operands of the product, the output, then the
+        epilogue's tensors."""
+        return (self.a, self.b, self.out, *(o for o in self.operands if isinstance(o, Layout)))
+
+    @property
+    def inputs(self) -> tuple[Input, ...]:
+        """The claim's inputs, by ``source``."""
+        numbers = {
+            o.source: o.dtype
+            for o in self.operands
+            if isinstance(o, Scalar) and o.source is not None
+        }
+        reads: dict[int, int] = {}
+        for t in self.layouts:
+            if t.source != OUTPUT:
+                reads[t.source] = max(reads.get(t.source, 0), t.nbytes)
+        count = 1 + max(*numbers, *reads)
+        return tuple(
+            Input(numbers[i]) if i in numbers else Input(None, reads[i]) for i in range(count)
+        )
 
     def describe(self) -> str:
         """``bf16 [8, 64, 32] @ [8, 32, 16] -> add, max`` for logs."""
