@@ -15,6 +15,7 @@ from array_support import ARITHMETIC, Expect, claimed, data, on, reference, stri
 import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType
+from zyx.tensor import Tensor
 
 ARITHMETIC_OPERATORS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -144,6 +145,20 @@ def test_operators_with_other_types_are_not_implemented(array_device: Device) ->
     assert (x == None) is False  # noqa: E711 - Python's fallback: not equal
     with pytest.raises(TypeError, match="unhashable"):
         hash(x)
+
+
+def test_numpy_arrays_do_not_mix_and_numpy_scalars_do(array_device: Device) -> None:
+    """An ndarray operand is a TypeError on either side and in numpy's ufuncs (numpy would
+    otherwise compute on a copy and give an ndarray); a numpy scalar counts as the Python
+    number it holds."""
+    x = on(array_device, np.arange(3, dtype=np.float32))
+    host = np.ones(3, np.float32)
+    for mixed in (lambda: x + host, lambda: host + x, lambda: np.add(host, x), lambda: host < x):
+        with pytest.raises(TypeError, match="numpy array|does not support ufuncs"):
+            mixed()
+    got = x * np.float32(2) + np.int64(1)
+    assert isinstance(got, Tensor) and got.dtype is DType.F32
+    np.testing.assert_array_equal(got.numpy(), [1, 3, 5])
 
 
 # ---- realization points --------------------------------------------------------------------

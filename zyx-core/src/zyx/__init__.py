@@ -21,8 +21,27 @@ from zyx.errors import (
     ZyxError,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # what __getattr__ imports on first use, as type checkers see it
+    from zyx import random as random
+    from zyx.allocator import empty_cache as empty_cache
+    from zyx.array.constants import *  # noqa: F403 - the array namespace, category by category
+    from zyx.array.creation import *  # noqa: F403
+    from zyx.array.dtypes import *  # noqa: F403
+    from zyx.array.elementwise import *  # noqa: F403
+    from zyx.array.indexing import *  # noqa: F403
+    from zyx.array.info import *  # noqa: F403
+    from zyx.array.linalg import *  # noqa: F403
+    from zyx.array.manipulation import *  # noqa: F403
+    from zyx.array.searching import *  # noqa: F403
+    from zyx.array.sets import *  # noqa: F403
+    from zyx.array.sorting import *  # noqa: F403
+    from zyx.array.statistical import *  # noqa: F403
     from zyx.plugins import configure, device, devices
+    from zyx.runtime import realize as realize
+    from zyx.runtime import stats as stats
+    from zyx.serialization import load as load
+    from zyx.serialization import save as save
+    from zyx.tensor import Tensor as Tensor
 
 __version__ = "0.1.0"
 

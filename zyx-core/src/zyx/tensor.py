@@ -11,6 +11,7 @@ Operators and methods are the namespace's functions (``zyx.array``) underneath.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,52 @@ else:
     import zyx as xp  # the namespace's names resolve on first use: `import zyx` stays cheap
 
 PyScalar = bool | int | float
+Operator = Callable[["Tensor", Any], "Tensor"]
+
+
+def _binary(name: str, reflected: bool = False) -> Operator:
+    """The operator of the namespace's function ``name`` (``x1 op x2``, or reflected)."""
+
+    def method(self: Tensor, other: Any) -> Any:
+        if not isinstance(other, Tensor) and not is_scalar(other):
+            if type(other).__module__ == "numpy":  # an ndarray: numpy does not take over
+                raise TypeError(
+                    f"{name}: a zyx array does not mix with a numpy array; convert it with "
+                    "zyx.asarray first"
+                )
+            return NotImplemented
+        function = getattr(xp, name)
+        return function(other, self) if reflected else function(self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+def _arithmetic(name: str) -> tuple[Operator, Operator, Operator]:
+    """``x op y``, ``y op x`` and ``x op= y`` of the namespace's function ``name``."""
+    return _binary(name), _binary(name, reflected=True), _inplace(name)
+
+
+def _inplace(name: str) -> Operator:
+    def method(self: Tensor, other: Any) -> Tensor:
+        result: Tensor = getattr(xp, name)(self, other)
+        if result.dtype is not self.dtype or result.shape != self.shape:
+            raise TypeError(
+                f"in-place {name} would change {_name(self.dtype)}{list(self.shape)} into "
+                f"{_name(result.dtype)}{list(result.shape)}; the standard keeps an array's "
+                "dtype and shape in place"
+            )
+        self.node = result.node
+        return self
+
+    return method
+
+
+def _unary(name: str) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return getattr(xp, name)(self)  # type: ignore[no-any-return]
+
+    return method
 
 
 class Tensor:
@@ -239,69 +286,42 @@ class Tensor:
     def clip(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - numpy's names
         return xp.clip(self, min, max)
 
+    # ---- operators: the namespace's functions --------------------------------------------
+
+    __add__, __radd__, __iadd__ = _arithmetic("add")
+    __sub__, __rsub__, __isub__ = _arithmetic("subtract")
+    __mul__, __rmul__, __imul__ = _arithmetic("multiply")
+    __truediv__, __rtruediv__, __itruediv__ = _arithmetic("divide")
+    __floordiv__, __rfloordiv__, __ifloordiv__ = _arithmetic("floor_divide")
+    __mod__, __rmod__, __imod__ = _arithmetic("remainder")
+    __pow__, __rpow__, __ipow__ = _arithmetic("pow")
+    __matmul__, __rmatmul__, __imatmul__ = _arithmetic("matmul")
+    __and__, __rand__, __iand__ = _arithmetic("bitwise_and")
+    __or__, __ror__, __ior__ = _arithmetic("bitwise_or")
+    __xor__, __rxor__, __ixor__ = _arithmetic("bitwise_xor")
+    __lshift__, __rlshift__, __ilshift__ = _arithmetic("bitwise_left_shift")
+    __rshift__, __rrshift__, __irshift__ = _arithmetic("bitwise_right_shift")
+    __lt__ = _binary("less")
+    __le__ = _binary("less_equal")
+    __gt__ = _binary("greater")
+    __ge__ = _binary("greater_equal")
+    __eq__ = _binary("equal")  # type: ignore[assignment]  # elementwise, as the standard says
+    __ne__ = _binary("not_equal")  # type: ignore[assignment]
+    __neg__ = _unary("negative")
+    __pos__ = _unary("positive")
+    __abs__ = _unary("abs")
+    __invert__ = _unary("bitwise_invert")
+    __hash__ = None  # type: ignore[assignment]  # == is elementwise
+    __array_ufunc__ = None
+    """numpy's operators and ufuncs leave zyx arrays alone: ``ndarray + x`` is a TypeError
+    (convert with ``zyx.asarray``), not numpy computing on a copy."""
+
     def realize(self) -> Tensor:
         """Compute the value now (it stays on the device); returns ``self``."""
         from zyx.runtime import runtime
 
         runtime.realize([self.node])
         return self
-
-
-def _binary(name: str, reflected: bool = False) -> Any:
-    def method(self: Tensor, other: Any) -> Any:
-        if not isinstance(other, (Tensor, bool, int, float)):
-            return NotImplemented
-        function = getattr(xp, name)
-        return function(other, self) if reflected else function(self, other)
-
-    method.__name__ = f"__{'r' if reflected else ''}{name}__"
-    return method
-
-
-def _inplace(name: str) -> Any:
-    def method(self: Tensor, other: Any) -> Tensor:
-        result = getattr(xp, name)(self, other)
-        if result.dtype is not self.dtype or result.shape != self.shape:
-            raise TypeError(
-                f"in-place {name} would change {_name(self.dtype)}{list(self.shape)} into "
-                f"{_name(result.dtype)}{list(result.shape)}; the standard keeps an array's "
-                "dtype and shape in place"
-            )
-        self.node = result.node
-        return self
-
-    return method
-
-
-def _unary(name: str) -> Any:
-    def method(self: Tensor) -> Tensor:
-        return getattr(xp, name)(self)  # type: ignore[no-any-return]
-
-    return method
-
-
-_OPERATORS = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
-    "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "matmul": "matmul",
-    "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
-    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
-}  # fmt: skip
-
-for _op, _fn in _OPERATORS.items():
-    setattr(Tensor, f"__{_op}__", _binary(_fn))
-    setattr(Tensor, f"__r{_op}__", _binary(_fn, reflected=True))
-    setattr(Tensor, f"__i{_op}__", _inplace(_fn))
-for _op, _fn in {"lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal",
-                 "eq": "equal", "ne": "not_equal"}.items():  # fmt: skip
-    setattr(Tensor, f"__{_op}__", _binary(_fn))
-for _op, _fn in {
-    "neg": "negative",
-    "pos": "positive",
-    "abs": "abs",
-    "invert": "bitwise_invert",
-}.items():
-    setattr(Tensor, f"__{_op}__", _unary(_fn))
-Tensor.__hash__ = None  # type: ignore[assignment]  # == is elementwise
 
 
 def _name(dtype: DType) -> str:
