@@ -71,8 +71,9 @@ class Claimed(Custom):
 
 
 def offers(graph: Graph) -> list[Claim]:
-    """Every valid claim of every plugin, asked once per device of ``graph``; the first
-    claim of a node wins."""
+    """Every valid claim of every plugin, asked once per device of ``graph``, then core's
+    own (``zyx.graph.matmul``); the first claim of a node wins."""
+    from zyx.graph import matmul  # it builds on this module
     from zyx.plugins import registry
 
     hook = registry().plugin_manager.hook.zyx_match_graph
@@ -82,6 +83,9 @@ def offers(graph: Graph) -> list[Claim]:
         for device in devices.values():
             for claim in _ask(impl, graph, device):
                 claimed.setdefault(id(claim.output), claim)
+    for device in devices.values():
+        for claim in matmul.offer(graph, device):
+            claimed.setdefault(id(claim.output), claim)
     return list(claimed.values())
 
 

@@ -28,6 +28,7 @@ from zyx.dtypes import DType
 from zyx.host.phases import GroupLoop, Guard, Hoisted, Phase, Schedule, Step, schedule
 from zyx.ir.ops import (
     BOp,
+    Const,
     Define,
     EndIf,
     EndLoop,
@@ -43,9 +44,10 @@ from zyx.ir.ops import (
 )
 
 PARALLEL_ITEMS = 1 << 15
-"""Work-items from which a launch spreads over threads. Smaller kernels finish before
-sleeping OpenMP workers wake up, and on a busy machine a worker may wait for a whole time
-slice (milliseconds) before it runs."""
+"""Work from which a launch spreads over threads: work-items, each counted as many times
+as its loops of constant trip count run (a matmul's few work-items each loop over k).
+Smaller kernels finish before sleeping OpenMP workers wake up, and on a busy machine a
+worker may wait for a whole time slice (milliseconds) before it runs."""
 
 _STORAGE = {
     DType.BOOL: "bool", DType.U8: "uint8_t", DType.U16: "uint16_t", DType.U32: "uint32_t",
@@ -309,7 +311,8 @@ class HostDialect(CDialect):
         for axis in axes:
             out.add(f"const int64_t G{axis} = {_group_count(kernel.global_size[axis])};")
         if axes:
-            items = " * ".join([*(f"G{a}" for a in axes), str(math.prod(kernel.local_size))])
+            work = math.prod(kernel.local_size) * _loop_work(kernel)
+            items = " * ".join([*(f"G{a}" for a in axes), str(work)])
             out.add(
                 f"#pragma omp parallel for collapse({len(axes)}) schedule(static) "
                 f"num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) "
@@ -423,6 +426,21 @@ class _Lines:
 def _axes(kernel: Kernel, scope: Scope) -> list[int]:
     """The axes that have a range of ``scope``, ascending."""
     return sorted(op.axis for op in kernel.ops if isinstance(op, Range) and op.scope is scope)
+
+
+def _loop_work(kernel: Kernel) -> int:
+    """The most iterations any op of ``kernel`` runs per work-item, counting the loops of
+    constant trip count around it (a loop of a variable trip count counts once)."""
+    trips, most = [1], 1
+    for op in kernel.ops:
+        if isinstance(op, Loop):
+            size = kernel.ops[op.size]
+            count = int(size.value) if isinstance(size, Const) else 1
+            trips.append(trips[-1] * max(count, 1))
+            most = max(most, trips[-1])
+        elif isinstance(op, EndLoop):
+            trips.pop()
+    return most
 
 
 def _group_count(size: int | SymDim) -> str:

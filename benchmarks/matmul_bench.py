@@ -1,0 +1,273 @@
+"""``zyx.matmul`` side by side with the peers installed, in one run on one device.
+
+    python benchmarks/matmul_bench.py                  # host: f32 1024^3 vs numpy, torch
+    python benchmarks/matmul_bench.py --device opencl  # PoCL (or any OpenCL device)
+    python benchmarks/matmul_bench.py --device cuda    # the H200 goals (issue 20, item 2)
+    python benchmarks/matmul_bench.py --device host --case f32:512 --case f64:256
+
+A case is ``dtype:n`` (n x n times n x n) or ``dtype:batch:n`` (batched); ``--json PATH``
+writes the rows. zyx's first call of a shape races core's generated matmul (zyx.graph.matmul)
+against the generic lowering and keeps the faster (zyx.runtime); what is timed is
+``zyx.matmul`` + ``zyx.realize`` after that, synchronized. Peers where installed: numpy on
+the host, torch (on the device, f32 in true fp32: ``allow_tf32 = False``), torch.compile,
+cupy and tinygrad on CUDA. Each number is the median of repeated runs after warm-up, on
+random data; each result is checked against float64 (the relative error is in the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import re
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import zyx
+
+DEFAULT_CASES = {
+    "host": ["f32:1024"],
+    "opencl": ["f32:512"],
+    "cuda": ["f32:4096", "bf16:8192", "bf16:64:512"],
+}
+REPEATS = 10
+WARMUP = 2
+
+
+@dataclass(frozen=True)
+class Row:
+    case: str
+    runner: str
+    seconds: float
+    flops: float
+    error: float | None
+
+    @property
+    def rate(self) -> float:
+        return self.flops / self.seconds
+
+
+def parse_case(text: str) -> tuple[str, int, int]:
+    parts = text.split(":")
+    if len(parts) == 2:
+        return parts[0], 0, int(parts[1])
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def median_time(run: Callable[[], Any], sync: Callable[[], None], repeats: int) -> float:
+    for _ in range(WARMUP):
+        run()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def rel_error(out: np.ndarray[Any, Any], ref: np.ndarray[Any, Any]) -> float:
+    return float(np.linalg.norm(out.astype(np.float64) - ref) / np.linalg.norm(ref))
+
+
+class Case:
+    """One workload's operands (f32 random on the host) and float64 reference."""
+
+    def __init__(self, text: str, rng: np.random.Generator) -> None:
+        self.text = text
+        self.dtype, self.batch, self.n = parse_case(text)
+        shape = ((self.batch,) if self.batch else ()) + (self.n, self.n)
+        self.a = rng.standard_normal(shape, dtype=np.float32)
+        self.b = rng.standard_normal(shape, dtype=np.float32)
+        if self.dtype == "f64":
+            self.a, self.b = self.a.astype(np.float64), self.b.astype(np.float64)
+        self.flops = 2.0 * max(self.batch, 1) * self.n**3
+        self._ref: np.ndarray[Any, Any] | None = None
+
+    def reference(self) -> np.ndarray[Any, Any]:
+        """In float64 of the operands as the 16-bit dtypes hold them (rounded by zyx)."""
+        if self._ref is None:
+            a, b = self.a, self.b
+            if self.dtype in ("f16", "bf16"):
+                a, b = (zyx.asarray(x).astype(self.zyx_dtype).astype(zyx.float64).numpy()
+                        for x in (a, b))  # fmt: skip
+            self._ref = np.matmul(a.astype(np.float64), b.astype(np.float64))
+        return self._ref
+
+    @property
+    def zyx_dtype(self) -> Any:
+        return {"f16": zyx.float16, "bf16": zyx.bfloat16, "f32": zyx.float32,
+                "f64": zyx.float64}[self.dtype]  # fmt: skip
+
+    @property
+    def torch_dtype(self) -> Any:
+        import torch
+
+        return {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32,
+                "f64": torch.float64}[self.dtype]  # fmt: skip
+
+
+def bench_zyx(case: Case, device: Any) -> Row:
+    a = zyx.asarray(case.a, device=device).astype(case.zyx_dtype)
+    b = zyx.asarray(case.b, device=device).astype(case.zyx_dtype)
+    zyx.realize(a, b)
+
+    def run() -> Any:
+        c = zyx.matmul(a, b)
+        zyx.realize(c)
+        return c
+
+    error = rel_error(run().astype(zyx.float64).numpy(), case.reference())
+    seconds = median_time(run, device.synchronize, REPEATS)
+    return Row(case.text, f"zyx ({device.name})", seconds, case.flops, error)
+
+
+def bench_numpy(case: Case) -> Row | None:
+    if case.dtype not in ("f32", "f64"):
+        return None
+    a, b = case.a, case.b
+    seconds = median_time(lambda: np.matmul(a, b), lambda: None, REPEATS)
+    return Row(
+        case.text, "numpy (OpenBLAS)", seconds, case.flops, rel_error(a @ b, case.reference())
+    )
+
+
+def bench_torch(case: Case, on: str, compiled: bool) -> Row | None:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    if on == "cpu" and case.dtype in ("f16",):
+        return None
+    a = torch.from_numpy(case.a).to(on).to(case.torch_dtype)
+    b = torch.from_numpy(case.b).to(on).to(case.torch_dtype)
+    fn: Callable[[Any, Any], Any] = torch.matmul
+    if compiled:
+        fn = torch.compile(torch.matmul, mode="max-autotune-no-cudagraphs")
+    sync = torch.cuda.synchronize if on == "cuda" else (lambda: None)
+    error = rel_error(fn(a, b).double().cpu().numpy(), case.reference())
+    seconds = median_time(lambda: fn(a, b), sync, REPEATS)
+    name = "torch.compile" if compiled else "torch"
+    return Row(case.text, f"{name} ({on})", seconds, case.flops, error)
+
+
+def bench_cupy(case: Case) -> Row | None:
+    import cupy
+
+    if case.dtype == "bf16":
+        return None
+    dtype = {"f16": cupy.float16, "f32": cupy.float32, "f64": cupy.float64}[case.dtype]
+    a, b = cupy.asarray(case.a).astype(dtype), cupy.asarray(case.b).astype(dtype)
+    sync = cupy.cuda.Device().synchronize
+    error = rel_error(cupy.asnumpy(cupy.matmul(a, b)), case.reference())
+    seconds = median_time(lambda: cupy.matmul(a, b), sync, REPEATS)
+    return Row(case.text, "cupy", seconds, case.flops, error)
+
+
+def bench_tinygrad(case: Case) -> Row | None:
+    from tinygrad import Device, Tensor, dtypes
+
+    dtype = {"f16": dtypes.half, "bf16": dtypes.bfloat16, "f32": dtypes.float32,
+             "f64": dtypes.float64}[case.dtype]  # fmt: skip
+    a = Tensor(case.a).cast(dtype).realize()
+    b = Tensor(case.b).cast(dtype).realize()
+    sync = Device[Device.DEFAULT].synchronize
+    error = rel_error((a @ b).cast(dtypes.float64).numpy(), case.reference())
+    seconds = median_time(lambda: (a @ b).realize(), sync, REPEATS)
+    return Row(case.text, f"tinygrad ({Device.DEFAULT})", seconds, case.flops, error)
+
+
+def installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def peers(case: Case, kind: str) -> list[Row]:
+    runs: list[Callable[[], Row | None]] = []
+    if kind in ("host", "opencl"):
+        runs.append(lambda: bench_numpy(case))
+        if installed("torch"):
+            runs.append(lambda: bench_torch(case, "cpu", compiled=False))
+    if kind == "cuda":
+        if installed("torch"):
+            runs.append(lambda: bench_torch(case, "cuda", compiled=False))
+            runs.append(lambda: bench_torch(case, "cuda", compiled=True))
+        if installed("cupy"):
+            runs.append(lambda: bench_cupy(case))
+        if installed("tinygrad"):
+            runs.append(lambda: bench_tinygrad(case))
+    rows = []
+    for run in runs:
+        try:
+            row = run()
+        except Exception as error:  # noqa: BLE001 - a peer that fails is reported, not fatal
+            print(f"  (a peer failed on {case.text}: {type(error).__name__}: {error})")
+            continue
+        if row is not None:
+            rows.append(row)
+    return rows
+
+
+def hardware(device: Any, kind: str) -> str:
+    if kind == "cuda" and installed("torch"):
+        import torch
+
+        if torch.cuda.is_available():
+            return f"{torch.cuda.get_device_name()} ({device.name})"
+    cpuinfo = Path("/proc/cpuinfo")
+    model = platform.processor()
+    if cpuinfo.exists():
+        found = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
+        model = found.group(1) if found else model
+    return f"{model}, {os.cpu_count()} cores ({device.name})"
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| case | runner | ms | GFLOP/s | vs best peer | rel. error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        peer_rates = [r.rate for r in rows if r.case == row.case and not r.runner.startswith("zyx")]
+        ratio = f"{row.rate / max(peer_rates):.2f}x" if peer_rates else "-"
+        error = "-" if row.error is None else f"{row.error:.1e}"
+        lines.append(f"| {row.case} | {row.runner} | {row.seconds * 1e3:.2f} | "
+                     f"{row.rate / 1e9:,.1f} | {ratio} | {error} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="host", help="host, opencl, cuda or a zyx device name")
+    parser.add_argument("--case", action="append", help="dtype:n or dtype:batch:n (repeatable)")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args()
+    kind = args.device.split(":")[0]
+    device = zyx.device(args.device if ":" in args.device or kind == "host" else f"{kind}:0")
+    rng = np.random.default_rng(0)
+    rows: list[Row] = []
+    for text in args.case or DEFAULT_CASES.get(kind, ["f32:512"]):
+        case = Case(text, rng)
+        rows.append(bench_zyx(case, device))
+        rows.extend(peers(case, kind))
+    load = os.getloadavg()
+    print(f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
+          f"hardware: {hardware(device, kind)}; load average {load[0]:.1f}; "
+          "math mode: f32 true fp32 (torch allow_tf32=False), f16/bf16 accumulate in f32; "
+          f"median of {REPEATS} runs after {WARMUP} warm-up\n")  # fmt: skip
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

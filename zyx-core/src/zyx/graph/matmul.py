@@ -1,0 +1,323 @@
+"""Core's own matmul: tiled, register-blocked kernels built in the IR for any device.
+
+``zyx.matmul`` records a broadcast product summed over its last dim (``claims.Matmul``),
+which the generic lowering runs one dot product per work-item: correct everywhere, slow.
+``offer(graph, device)`` gives each matmul of a graph a claim whose launches are the kernels
+below; the runtime races it against the generic kernels and takes it only where faster
+(``zyx.runtime``), so nothing in the scheduler knows about matmuls.
+
+A kernel is described by a ``Variant`` (plain data, so that a kernel search can time
+``variants(device)`` through ``kernels(m, variant)``); without a search, ``default``
+picks one by the kind of device:
+
+- **CPU** (a warp of 1: the host, PoCL): a work-group of one work-item computes a
+  ``block`` of outputs from operands in global memory (the caches do the tiling), its k
+  loop straight-line code over the block that the C compiler vectorises: a row of the
+  block is a run of consecutive columns of B.
+- **GPU**: a work-group of ``threads`` work-items computes a tile of
+  ``block * threads`` outputs; each step of ``depth`` along k, the group copies the tiles of
+  A and B it needs into local memory (coalesced: consecutive work-items read consecutive
+  addresses along the operand's contiguous dim), then each work-item accumulates its block
+  in registers from them. The next step's operands are read into registers before the
+  current step is computed, hiding global memory's latency behind it.
+
+Operands are read through their strides (baked in: a transposed operand costs no copy, and
+the compiler sees unit strides), batch dims included. Accumulation is in f32 for f16, bf16
+and f32, f64 for f64, ints in their own dtype. Where the output's width is not a multiple
+of the tile's, a second kernel of the same code computes the last column of tiles with
+b's columns clamped to the last (and stores only the outputs that exist); the tiles' rows
+past the output's last are clamped the same way. k needs no multiple: the steps of k past
+the last full ``depth`` read global memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from math import prod
+from typing import TYPE_CHECKING
+
+from zyx.dtypes import DType
+from zyx.graph.claims import Claim, Matmul, Operand, matmuls
+from zyx.graph.nodes import CustomLaunch
+from zyx.ir.builder import KernelBuilder, Value
+from zyx.ir.ops import Kernel, ParamKind, Storage
+
+if TYPE_CHECKING:
+    from zyx.backend import Device
+    from zyx.graph.schedule import Graph
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How a matmul kernel divides the output.
+
+    Each work-item computes ``block`` = (rows, columns) outputs, its rows ``threads[0]``
+    apart and its columns ``threads[1]`` apart (adjacent work-items, adjacent outputs); a
+    work-group of ``threads[0] * threads[1]`` work-items computes a tile of
+    ``block[0] * threads[0]`` rows by ``block[1] * threads[1]`` columns. ``depth`` is the
+    step along k of the operand tiles a group copies into local memory; 0 reads the operands
+    from global memory (a CPU's caches tile them).
+    """
+
+    block: tuple[int, int]
+    threads: tuple[int, int] = (1, 1)
+    depth: int = 0
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        return (self.block[0] * self.threads[0], self.block[1] * self.threads[1])
+
+    @property
+    def local_size(self) -> int:
+        return self.threads[0] * self.threads[1]
+
+
+CPU_VARIANTS = (
+    Variant((8, 16)),
+    Variant((4, 16)),
+    Variant((6, 16)),
+    Variant((4, 32)),
+    Variant((8, 8)),
+)
+"""For a CPU, default first (the fastest at 1024^3 f32 on an AVX2 host, measured): 8 rows of
+16 columns of b, two AVX2 vectors of f32 each."""
+
+GPU_VARIANTS = (
+    Variant((8, 8), (16, 16), 8),
+    Variant((8, 8), (16, 16), 16),
+    Variant((4, 8), (16, 16), 16),
+    Variant((4, 4), (16, 16), 16),
+    Variant((8, 4), (16, 16), 8),
+    Variant((4, 4), (8, 16), 32),
+)
+"""For a GPU, default first: a 128 x 128 tile of 256 work-items, 8 x 8 outputs each."""
+
+
+def variants(device: Device) -> tuple[Variant, ...]:
+    """The variants worth timing on ``device``, its default first."""
+    return CPU_VARIANTS if device.info.warp_size <= 1 else GPU_VARIANTS
+
+
+def fits(variant: Variant, m: Matmul, device: Device) -> bool:
+    """Whether ``device`` can run ``variant`` of ``m``: its work-group and local memory."""
+    info = device.info
+    if variant.local_size > min(info.max_local_threads, info.max_local_work_dims[0]):
+        return False
+    rows, cols = variant.tile
+    if any(variant.depth * n % variant.local_size for n in (rows, cols)):
+        return False  # each work-item copies as many elements of a tile
+    return variant.depth * (rows + cols) * _accumulator(m).itemsize <= info.local_mem_size
+
+
+def default(m: Matmul, device: Device) -> Variant | None:
+    """The variant that runs ``m`` on ``device`` without a search, or ``None``."""
+    return next((v for v in variants(device) if fits(v, m, device)), None)
+
+
+def offer(graph: Graph, device: Device) -> list[Claim]:
+    """A claim for each matmul of ``graph`` on ``device`` that a variant fits."""
+    found = []
+    for m in matmuls(graph):
+        variant = default(m, device) if m.output.device is device else None
+        if variant is not None and m.output.dtype in _ACCUMULATORS:
+            found.append(claim(m, variant))
+    return found
+
+
+def claim(m: Matmul, variant: Variant) -> Claim:
+    """``m`` computed by ``variant``'s kernels."""
+    launches = [CustomLaunch(k, (("src", 0), ("src", 1), ("out", 0))) for k in kernels(m, variant)]
+    key = ("matmul", m.batch, m.n, m.m, m.k, m.a.offset, m.a.strides, m.b.offset,
+           m.b.strides, m.a.node.dtype, m.b.node.dtype, m.output.dtype, variant)  # fmt: skip
+    return Claim(m.output, (m.a.node, m.b.node), key, lambda device: launches, plugin="zyx")
+
+
+def kernels(m: Matmul, variant: Variant) -> list[Kernel]:
+    """The kernels that compute ``m`` as ``variant`` says, in launch order, each taking
+    ``(a, b, out)``: the tiles of full width, then the last column of tiles where the
+    output's width is not a multiple of the tile's (either may be absent)."""
+    across, rest = divmod(m.m, variant.tile[1])
+    found = [_Tiles(m, variant, 0, across, clamp_cols=False).build()] if across else []
+    if rest:
+        found.append(_Tiles(m, variant, across, 1, clamp_cols=True).build())
+    return found
+
+
+_ACCUMULATORS = {
+    DType.F16: DType.F32, DType.BF16: DType.F32, DType.F32: DType.F32, DType.F64: DType.F64,
+    DType.I8: DType.I8, DType.I16: DType.I16, DType.I32: DType.I32, DType.I64: DType.I64,
+    DType.U8: DType.U8, DType.U16: DType.U16, DType.U32: DType.U32, DType.U64: DType.U64,
+}  # fmt: skip
+"""The dtype a product accumulates in: f32 for the 16-bit floats, else its own."""
+
+
+def _accumulator(m: Matmul) -> DType:
+    return _ACCUMULATORS.get(m.output.dtype, m.output.dtype)
+
+
+def _batch_offset(x: Operand, batch: tuple[int, ...], flat: Value) -> Value:
+    """``x``'s offset of the batch whose flat index (row-major over ``batch``) is ``flat``."""
+    offset = flat * 0 + x.offset
+    rest = flat
+    for size, stride in zip(reversed(batch), reversed(x.strides[:-2]), strict=True):
+        if stride and size > 1:
+            offset = offset + rest % size * stride
+        rest = rest / size
+    return offset
+
+
+class _Tiles:
+    """A kernel over ``count`` columns of tiles from column ``first`` (in tiles), every
+    row of tiles and every batch: one work-group per tile (see the module docstring).
+
+    Rows past the output's last (where its height is not a multiple of the tile's) read
+    a's last row and store nothing; so do columns past its last with ``clamp_cols``.
+    """
+
+    def __init__(
+        self, m: Matmul, variant: Variant, first: int, count: int, clamp_cols: bool
+    ) -> None:
+        self.m, self.v = m, variant
+        self.first, self.count = first, count
+        self.clamp_rows, self.clamp_cols = m.n % variant.tile[0] != 0, clamp_cols
+        edge = "_edge" if clamp_cols else ""
+        self.kb = kb = KernelBuilder(f"matmul{edge}_{m.n}x{m.m}x{m.k}")
+        self.acc = _accumulator(m)
+        self.a = kb.param(m.a.node.dtype, name="a")
+        self.b = kb.param(m.b.node.dtype, name="b")
+        self.out = kb.param(m.output.dtype, ParamKind.GLOBAL_MUT, name="out")
+
+    def build(self) -> Kernel:
+        kb, m, v = self.kb, self.m, self.v
+        down = -(-m.n // v.tile[0])
+        per_batch = down * self.count
+        group = kb.group(0, prod(m.batch) * per_batch)
+        batch, tile = group / per_batch, group % per_batch
+        # Tiles down a column of the output follow each other: on a CPU, where each
+        # thread runs a contiguous run of groups, they share b's columns in its cache.
+        row0 = tile % down * v.tile[0]
+        col0 = (tile / down + self.first) * v.tile[1]
+        self.a_base = _batch_offset(m.a, m.batch, batch)
+        self.b_base = _batch_offset(m.b, m.batch, batch)
+        acc = kb.define(self.acc, v.block[0] * v.block[1])
+        for i in range(v.block[0] * v.block[1]):
+            acc[i] = kb.const(0, self.acc)
+        if v.local_size == 1:
+            row0, col0 = row0 * 1, col0 * 1  # values, also where a tile's origin is 0
+            self.direct(acc, row0, col0, 0, m.k)
+        else:
+            lid = kb.local(0, v.local_size)
+            ty, tx = lid / v.threads[1], lid % v.threads[1]
+            self.staged(acc, lid, row0, col0)
+            row0, col0 = row0 + ty, col0 + tx
+        out_base = batch * (m.n * m.m)
+        for r in range(v.block[0]):
+            for c in range(v.block[1]):
+                row, col = row0 + r * v.threads[0], col0 + c * v.threads[1]
+                self.store(out_base, row, col, acc[r * v.block[1] + c])
+        return kb.build()
+
+    def store(self, base: Value, row: Value, col: Value, value: Value) -> None:
+        """The output at (``row``, ``col``), where it is one of the output's."""
+        m, kb = self.m, self.kb
+        inside = [row < m.n] if self.clamp_rows else []
+        inside += [col < m.m] if self.clamp_cols else []
+        if not inside:
+            self.out[base + row * m.m + col] = value.cast(m.output.dtype)
+            return
+        with kb.if_(inside[0] if len(inside) == 1 else inside[0] & inside[1]):
+            self.out[base + row * m.m + col] = value.cast(m.output.dtype)
+
+    def load_a(self, row: Value, depth: Value | int) -> Value:
+        """a's element at ``row`` (of the output, clamped to it) and ``depth`` along k."""
+        s = self.m.a.strides
+        row = self.kb.minimum(row, self.m.n - 1) if self.clamp_rows else row
+        return self.a[self.a_base + row * s[-2] + depth * s[-1]].cast(self.acc)
+
+    def load_b(self, depth: Value | int, col: Value) -> Value:
+        s = self.m.b.strides
+        col = self.kb.minimum(col, self.m.m - 1) if self.clamp_cols else col
+        return self.b[self.b_base + depth * s[-2] + col * s[-1]].cast(self.acc)
+
+    def direct(self, acc: Value, row0: Value, col0: Value, start: int, stop: int) -> None:
+        """``acc`` over k from ``start`` to ``stop``, its operands from global memory, for
+        the work-item whose first output is (``row0``, ``col0``)."""
+        v = self.v
+        with self.kb.loop(stop - start) as t:
+            depth = t + start if start else t
+            self.product(acc, lambda r: self.load_a(row0 + r * v.threads[0], depth),
+                         lambda c: self.load_b(depth, col0 + c * v.threads[1]))  # fmt: skip
+
+    def staged(self, acc: Value, lid: Value, row0: Value, col0: Value) -> None:
+        """The blocks of a work-group through local memory, ``depth`` of k at a time, then
+        the rest of k past the last full step from global memory."""
+        kb, m, v = self.kb, self.m, self.v
+        rows, cols = v.tile
+        ty, tx = lid / v.threads[1], lid % v.threads[1]
+        steps = m.k // v.depth
+        if steps:
+            a_tile = kb.define(self.acc, v.depth * rows, Storage.LOCAL)
+            b_tile = kb.define(self.acc, v.depth * cols, Storage.LOCAL)
+            a_copy = _Copy(kb, self.acc, lid, v, rows, along_k=abs(m.a.strides[-1]) == 1)
+            b_copy = _Copy(kb, self.acc, lid, v, cols, along_k=abs(m.b.strides[-1]) != 1)
+
+            def read(k0: Value | int) -> None:
+                a_copy.read(lambda e, d: self.load_a(row0 + e, d + k0))
+                b_copy.read(lambda e, d: self.load_b(d + k0, col0 + e))
+
+            read(0)
+            with kb.loop(steps) as step:
+                a_copy.write(a_tile)
+                b_copy.write(b_tile)
+                kb.barrier()
+                read(kb.minimum(step + 1, steps - 1) * v.depth)  # the next step's (no branch)
+                with kb.loop(v.depth) as d:
+                    self.product(acc, lambda r: a_tile[d * rows + ty + r * v.threads[0]],
+                                 lambda c: b_tile[d * cols + tx + c * v.threads[1]])  # fmt: skip
+                kb.barrier()
+        if m.k % v.depth:
+            self.direct(acc, row0 + ty, col0 + tx, steps * v.depth, m.k)
+
+    def product(
+        self, acc: Value, a_at: Callable[[int], Value], b_at: Callable[[int], Value]
+    ) -> None:
+        """``acc += a * b`` for one step of k: ``a_at(r)`` is the work-item's row ``r`` of
+        a, ``b_at(c)`` its column ``c`` of b."""
+        rows, cols = self.v.block
+        y = [b_at(c) for c in range(cols)]
+        for r in range(rows):
+            x = a_at(r)
+            for c in range(cols):
+                acc[r * cols + c] = acc[r * cols + c] + x * y[c]
+
+
+class _Copy:
+    """A work-group's copy of an operand's tile (``depth`` x ``count`` elements: rows of a
+    or columns of b) from global memory into local memory, through registers.
+
+    Each work-item copies elements ``lid + q * local_size``; consecutive elements run along
+    k where the operand is contiguous along k (``along_k``), else along its rows or columns,
+    so that adjacent work-items read adjacent addresses.
+    """
+
+    def __init__(
+        self, kb: KernelBuilder, dtype: DType, lid: Value, v: Variant, count: int, along_k: bool
+    ) -> None:
+        self.count = count
+        per_item = v.depth * count // v.local_size
+        self.held = kb.define(dtype, per_item)
+        self.places: list[tuple[Value, Value]] = []
+        for q in range(per_item):
+            e = lid + q * v.local_size
+            self.places.append((e / v.depth, e % v.depth) if along_k else (e % count, e / count))
+
+    def read(self, load: Callable[[Value, Value], Value]) -> None:
+        """Hold this work-item's elements: ``load(e, d)`` reads element ``e`` of the tile's
+        rows or columns at ``d`` along k."""
+        for q, (e, d) in enumerate(self.places):
+            self.held[q] = load(e, d)
+
+    def write(self, tile: Value) -> None:
+        for q, (e, d) in enumerate(self.places):
+            tile[d * self.count + e] = self.held[q]
