@@ -8,7 +8,7 @@ import pytest
 from zyx.dtypes import DType
 from zyx.ir import BOp
 from zyx.testing.kernels import ulp_budget
-from zyx.testing.numerics import assert_ieee, assert_ulps, is_poison, poisoned, ulps
+from zyx.testing.numerics import assert_close, assert_ieee, assert_ulps, is_poison, poisoned, ulps
 
 
 def test_ulps_are_counted_in_the_binade_of_the_reference() -> None:
@@ -86,3 +86,16 @@ def test_f64_math_functions_are_checked_per_element() -> None:
     assert_ieee(ref * (1 + 1e-15), ref, DType.F64, budget)
     with pytest.raises(AssertionError, match="1 of 3 elements"):
         assert_ieee(np.array([1.7e308, 1.0 + 1e-13, 2.0]), ref, DType.F64, budget)
+
+
+@pytest.mark.parametrize("dtype", [DType.F32, DType.I32])
+def test_assert_close_names_the_element_of_an_n_d_array(dtype: DType) -> None:
+    """The message names the first wrong (integers) or worst (floats) element by its index
+    per dim, for any number of dims (a flat index used to raise IndexError past dim 0)."""
+    ref = np.ones((3, 4, 2))
+    out = ref.astype(dtype.numpy)
+    out[2, 1, 1] = 5
+    with pytest.raises(AssertionError, match=r"index \(2, 1, 1\): np\.\w+\(5"):
+        assert_close(out, ref, dtype)
+    with pytest.raises(AssertionError, match=r"index \(\)"):
+        assert_close(out[2, 1, 1, ...], ref[2, 1, 1, ...], dtype)

@@ -184,7 +184,8 @@ def assert_close(
         error, bound = relative_error(out, ref), bounds[dtype]
         if not error <= bound:
             with np.errstate(over="ignore", invalid="ignore"):
-                worst = int(np.argmax(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
+                gap = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+                worst = _index(int(np.argmax(gap)), out.shape)
             raise AssertionError(
                 f"{what}: relative error {error:.3g} over the {dtype} bound {bound:g}; "
                 f"worst at index {worst}: {out[worst]!r}, expected {ref[worst]!r}"
@@ -281,7 +282,7 @@ def assert_poison(values: Array, dtype: DType, what: str = "tail") -> None:
     if written.any():
         raise AssertionError(
             f"{what}: {int(written.sum())} of {values.size} elements past the end were "
-            f"written, first at offset {_first(written)}"
+            f"written, first at offset {int(np.flatnonzero(written)[0])}"
         )
 
 
@@ -298,5 +299,10 @@ def assert_prefix(
     assert_poison(out[n:], dtype, f"{what} past element {n}")
 
 
-def _first(mask: npt.NDArray[np.bool_]) -> int:
-    return int(np.flatnonzero(mask)[0])
+def _first(mask: npt.NDArray[np.bool_]) -> tuple[int, ...]:
+    """The index of ``mask``'s first true element, one number per dim."""
+    return _index(int(np.flatnonzero(mask)[0]), mask.shape)
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(flat, shape))
