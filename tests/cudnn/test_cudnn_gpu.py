@@ -1,0 +1,195 @@
+"""cuDNN on the GPU: each claim's plan run on its own (the output poisoned first) and
+compared with numpy in float64 under the dtype's bound (f32 1e-5, TF32 1e-3, f16 and bf16
+1e-2), for 2-D, batched, broadcast and transposed matmuls and each epilogue; then through
+zyx's runtime, where the claim races the generated kernels. Skipped, with the reason,
+without a GPU or without cuDNN."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from conftest import clean_environ
+
+import zyx
+from zyx.dtypes import DType
+from zyx.graph.nodes import Op
+from zyx.graph.schedule import Graph
+from zyx.testing.numerics import BOUNDS, assert_close, poisoned
+from zyx_cudnn.match import Candidate, candidates
+from zyx_cudnn.plans import plan_for
+
+pytestmark = [pytest.mark.cudnn, pytest.mark.gpu]
+
+F32, BF16, F16 = zyx.float32, zyx.bfloat16, zyx.float16
+DTYPES = {F32: DType.F32, BF16: DType.BF16, F16: DType.F16}
+
+
+def arrays(
+    rng: np.random.Generator, device: Any, dtype: Any, *shapes: tuple[int, ...]
+) -> list[tuple[zyx.Tensor, np.ndarray[Any, Any]]]:
+    """Random arrays on ``device`` and their values (as rounded to ``dtype``) in float64."""
+    out = []
+    for shape in shapes:
+        t = zyx.asarray(rng.standard_normal(shape), dtype=dtype, device=device)
+        out.append((t, np.asarray(t.to_device("host").astype(zyx.float64).numpy())))
+    return out
+
+
+def run(device: Any, result: zyx.Tensor, tf32: bool = False) -> tuple[Candidate, Any]:
+    """The longest claim of ``result``'s matmul, run alone on its plan: the output read
+    back as float64."""
+    (options,) = candidates(Graph([result.node]), device, tf32)
+    option = options[0]
+    plan = plan_for(option.spec, device)  # raises Unsupported with cuDNN's message
+    assert plan_for(option.spec, device) is plan  # tuned once
+    pool = device.pool
+    out = pool.allocate(math.prod(option.output.shape) * option.output.dtype.itemsize)
+    pool.write(out, poisoned(option.output.dtype, math.prod(option.output.shape)))
+    scratch = [pool.allocate(n) for n in plan.scratch]
+    args = [n.arg if n.op is Op.SCALAR else n.buffer for n in option.inputs]
+    device.launch(plan.program, [*args, out, *scratch])
+    got = np.empty(option.output.shape, option.output.dtype.numpy)
+    pool.read(out, got)
+    for buf in (out, *scratch):
+        pool.release(buf)
+    return option, got.astype(np.float64).reshape(result.shape)
+
+
+def check(device: Any, result: zyx.Tensor, want: Any, dtype: Any, tf32: bool = False) -> Candidate:
+    option, got = run(device, result, tf32)
+    bounds = {**BOUNDS, DType.F32: 1e-3} if tf32 else BOUNDS
+    assert_close(got, want, DTYPES[dtype], option.spec.describe(), bounds)
+    return option
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16])
+@pytest.mark.parametrize("nmk", [(256, 192, 320), (8, 8, 8), (1000, 24, 136)])
+def test_2d(cuda: Any, rng: np.random.Generator, dtype: Any, nmk: tuple[int, int, int]) -> None:
+    n, m, k = nmk
+    (x, a), (y, b) = arrays(rng, cuda, dtype, (n, k), (k, m))
+    check(cuda, x @ y, a @ b, dtype)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize(
+    ("left", "right"),
+    [((8, 128, 64), (8, 64, 96)), ((8, 128, 64), (64, 96)), ((128, 64), (4, 64, 96)),
+     ((2, 3, 64, 32), (32, 48))],
+)  # fmt: skip
+def test_batched_and_broadcast(
+    cuda: Any, rng: np.random.Generator, dtype: Any, left: Any, right: Any
+) -> None:
+    (x, a), (y, b) = arrays(rng, cuda, dtype, left, right)
+    check(cuda, x @ y, a @ b, dtype)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("which", ["a", "b", "both", "batched"])
+def test_transposed_operands_are_read_in_place(
+    cuda: Any, rng: np.random.Generator, dtype: Any, which: str
+) -> None:
+    if which == "batched":
+        (xt, at), (y, b) = arrays(rng, cuda, dtype, (4, 64, 96), (4, 64, 80))
+        option = check(cuda, xt.mT @ y, at.transpose(0, 2, 1) @ b, dtype)
+        assert option.inputs[0] is xt.node
+        return
+    (xt, at), (yt, bt) = arrays(rng, cuda, dtype, (64, 160), (96, 64))
+    x, a = (xt.mT, at.T) if which in ("a", "both") else arrays(rng, cuda, dtype, (160, 64))[0]
+    y, b = (yt.mT, bt.T) if which in ("b", "both") else arrays(rng, cuda, dtype, (64, 96))[0]
+    option = check(cuda, x @ y, a @ b, dtype)
+    assert len(option.inputs) == 2 and all(n.realized for n in option.inputs)  # no copies
+
+
+def gelu(x: Any, tanh: Callable[[Any], Any]) -> Any:
+    return 0.5 * x * (1.0 + tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+EPILOGUES: dict[str, tuple[Callable[..., Any], Callable[..., Any], list[str]]] = {
+    "bias": (lambda v, c, r: v + c, lambda v, c, r: v + c, ["add"]),
+    "scale": (lambda v, c, r: v * 2.5, lambda v, c, r: v * 2.5, ["mul"]),
+    "relu": (lambda v, c, r: zyx.maximum(v, 0.0), lambda v, c, r: np.maximum(v, 0),
+             ["cmp_neq", "max", "sub", "binary_select"]),
+    "bias+relu": (lambda v, c, r: zyx.maximum(v + c, 0.0), lambda v, c, r: np.maximum(v + c, 0),
+                  ["add", "cmp_neq", "max", "sub", "binary_select"]),
+    "gelu": (lambda v, c, r: gelu(v, zyx.tanh), lambda v, c, r: gelu(v, np.tanh),
+             ["mul", "mul", "mul", "mul", "add", "mul", "tanh", "add", "mul"]),
+    "sigmoid": (lambda v, c, r: 1.0 / (1.0 + zyx.exp(-v)), lambda v, c, r: 1 / (1 + np.exp(-v)),
+                ["neg", "exp", "add", "reciprocal", "mul"]),
+    "tanh": (lambda v, c, r: zyx.tanh(v), lambda v, c, r: np.tanh(v), ["tanh"]),
+    "residual*scale-bias": (lambda v, c, r: (v + r) * 0.5 - c, lambda v, c, r: (v + r) * 0.5 - c,
+                            ["add", "mul", "sub"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize("name", list(EPILOGUES))
+def test_each_epilogue_is_fused(cuda: Any, rng: np.random.Generator, dtype: Any, name: str) -> None:
+    ours, reference, ops = EPILOGUES[name]
+    (x, a), (y, b), (c, bias), (r, residual) = arrays(
+        rng, cuda, dtype, (128, 64), (64, 96), (96,), (128, 96)
+    )
+    option = check(cuda, ours(x @ y, c, r), reference(a @ b, bias, residual), dtype)
+    assert [s.op for s in option.spec.steps] == ops
+
+
+def test_relu_propagates_nan_as_maximum_does(cuda: Any, rng: np.random.Generator) -> None:
+    """The standard's maximum is NaN where either side is: the fused guard keeps that."""
+    data = rng.standard_normal((64, 32))
+    data[3] = np.nan
+    x = zyx.asarray(data, dtype=F32, device=cuda)
+    (y, b), (c, bias) = arrays(rng, cuda, F32, (32, 48), (48,))
+    _, got = run(cuda, zyx.maximum(x @ y + c, 0.0))
+    want = np.maximum(data @ b + bias, 0)
+    assert np.isnan(got[3]).all() and not np.isnan(got[np.arange(64) != 3]).any()
+    assert_close(got[4:], want[4:], DType.F32)
+
+
+def test_f32_is_true_fp32_unless_tf32_is_allowed(cuda: Any, rng: np.random.Generator) -> None:
+    (x, a), (y, b) = arrays(rng, cuda, F32, (512, 2048), (2048, 256))
+    exact = check(cuda, x @ y, a @ b, F32)  # under 1e-5: no TF32 engine was kept
+    assert not exact.spec.tf32
+    tf32 = check(cuda, x @ y, a @ b, F32, tf32=True)
+    assert tf32.spec.tf32
+
+
+PROGRAM = """
+import logging, sys, numpy as np, zyx
+records = []
+handler = logging.Handler()
+handler.emit = lambda record: records.append(record.getMessage())
+logging.getLogger("zyx.sched").addHandler(handler)
+logging.getLogger("zyx.sched").setLevel(logging.DEBUG)
+rng = np.random.default_rng(5)
+a, b, c = rng.standard_normal((512, 384)), rng.standard_normal((384, 256)), rng.standard_normal(256)
+x, y, bias = (zyx.asarray(v, dtype=zyx.bfloat16, device="cuda") for v in (a, b, c))
+ref = [np.asarray(t.to_device("host").astype(zyx.float64).numpy()) for t in (x, y, bias)]
+before = zyx.stats()
+got = zyx.maximum(x @ y + bias, 0.0).astype(zyx.float32).numpy()
+spent = zyx.stats() - before
+want = np.maximum(ref[0] @ ref[1] + ref[2], 0)
+error = np.linalg.norm(got - want) / np.linalg.norm(want)
+print(error, spent.claims_taken, sum("claimed bf16" in r for r in records))
+print("\\n".join(r for r in records if "cudnn" in r or "claim" in r), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("enabled", ["true", "false"])
+def test_through_zyx_the_claim_races_and_runs(cuda: Any, tmp_path: Path, enabled: str) -> None:
+    environ = clean_environ(tmp_path, ZYX_CUDA__CUDNN=enabled)
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM], env=environ, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    error, taken, claimed = done.stdout.split()
+    assert float(error) < 1e-2, done.stderr
+    if enabled == "true":
+        assert int(claimed) == 1 and int(taken) >= 1, done.stderr  # faster than generated
+    else:
+        assert int(claimed) == 0, done.stderr

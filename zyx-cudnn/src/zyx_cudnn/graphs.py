@@ -1,0 +1,89 @@
+"""A ``Spec`` as a cuDNN graph (``cudnn.pygraph``), for its exact shapes, strides and
+dtypes, with its candidate plans listed.
+
+Tensors get fixed uids: the operands of the product 1 and 2, the output 3, the epilogue's
+operands ``OPERANDS + j``. The product and every step's value are virtual f32 tensors (a
+comparison's bool), so the epilogue computes in f32 and rounds once, into the output.
+Numbers are pass-by-value tensors of dims (1, 1, 1): their variant-pack entries are host
+addresses holding an f32 (``zyx_cudnn.plans``).
+
+f32 without ``tf32`` keeps only plans without cuDNN's TENSOR_CORE and DOWN_CONVERT_INPUTS
+numerical notes (TF32 engines carry them), and f16/bf16 only plans without
+REDUCED_PRECISION_REDUCTION: their products accumulate in f32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zyx.dtypes import DType
+from zyx_cudnn.spec import Layout, Spec
+
+A, B, OUT = 1, 2, 3
+OPERANDS = 10
+"""The uid of the epilogue's operand 0."""
+
+
+class Unsupported(Exception):
+    """cuDNN cannot run this spec (its own message), and the generated kernels will."""
+
+
+def build(cudnn: Any, spec: Spec, handle: Any) -> Any:
+    """The graph of ``spec`` on ``handle``'s device with its plans created, not built;
+    ``Unsupported`` with cuDNN's message where it cannot run it."""
+    types = _types(cudnn)
+    graph = cudnn.pygraph(
+        io_data_type=types[spec.dtype],
+        intermediate_data_type=cudnn.data_type.FLOAT,
+        compute_data_type=cudnn.data_type.FLOAT,
+        handle=handle,
+    )
+    a, b = _tensor(graph, types, spec.a, A), _tensor(graph, types, spec.b, B)
+    operands = [
+        _tensor(graph, types, o, OPERANDS + j)
+        if isinstance(o, Layout)
+        else _number(graph, cudnn, OPERANDS + j)
+        for j, o in enumerate(spec.operands)
+    ]
+    values = [graph.matmul(a, b, compute_data_type=cudnn.data_type.FLOAT)]
+    for step in spec.steps:
+        args = [values[i] if kind == "value" else operands[i] for kind, i in step.args]
+        value = getattr(graph, step.op)(*args, compute_data_type=cudnn.data_type.FLOAT)
+        if step.dtype is DType.BOOL:
+            value.set_data_type(cudnn.data_type.BOOLEAN)
+        values.append(value)
+    out = values[-1]
+    out.set_output(True).set_uid(OUT).set_data_type(types[spec.out.dtype])
+    out.set_dim(list(spec.out.dims)).set_stride(list(spec.out.strides))
+    notes = cudnn.numerical_note
+    if spec.dtype is DType.F32 and not spec.tf32:
+        graph.deselect_numeric_notes([notes.TENSOR_CORE, notes.DOWN_CONVERT_INPUTS])
+    elif spec.dtype is not DType.F32:
+        graph.deselect_numeric_notes([notes.REDUCED_PRECISION_REDUCTION])
+    try:
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        graph.check_support()
+    except (cudnn.cudnnGraphNotSupportedError, RuntimeError, ValueError) as error:
+        raise Unsupported(f"cuDNN cannot run {spec.describe()}: {error}") from error
+    return graph
+
+
+def _types(cudnn: Any) -> dict[DType, Any]:
+    t = cudnn.data_type
+    return {DType.F16: t.HALF, DType.BF16: t.BFLOAT16, DType.F32: t.FLOAT}
+
+
+def _tensor(graph: Any, types: dict[DType, Any], layout: Layout, uid: int) -> Any:
+    return graph.tensor(
+        dim=list(layout.dims), stride=list(layout.strides), data_type=types[layout.dtype],
+        uid=uid, name=f"t{uid}",
+    )  # fmt: skip
+
+
+def _number(graph: Any, cudnn: Any, uid: int) -> Any:
+    return graph.tensor(
+        dim=[1, 1, 1], stride=[1, 1, 1], data_type=cudnn.data_type.FLOAT,
+        is_pass_by_value=True, uid=uid, name=f"s{uid}",
+    )  # fmt: skip
