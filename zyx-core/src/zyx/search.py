@@ -62,6 +62,10 @@ SHOW_AFTER = 1.0
 MIN_LOCAL = 32
 """The fewest work-items per group a generated kernel's search tries (a warp)."""
 
+MAX_LOCAL = 1024
+"""The most it tries: a GPU's limit. A CPU's OpenCL allows more (PoCL 4096), where a
+group reduce of 4096 work-items takes PoCL 20 s to compile and wins nothing."""
+
 MIN_ELEMENTS = 1 << 16
 """Elements a generated kernel computes over (its output's, or its reduction's input's),
 below which its local size is not searched: all its work-items fit in one wave of any
@@ -186,8 +190,9 @@ def _time(device: Device, launches: Launches, runs: int) -> int:
 
 class Generated:
     """The space of a kernel the scheduler emitted: its local size (work-items per group),
-    powers of two from ``MIN_LOCAL`` to the device's limit, the runtime's rule (``default``,
-    a power of two) first; the default alone under ``MIN_ELEMENTS``.
+    powers of two from ``MIN_LOCAL`` to the device's limit (at most ``MAX_LOCAL``), the
+    runtime's rule (``default``, a power of two) first; the default alone under
+    ``MIN_ELEMENTS``.
 
     Timing binds the kernel's realized inputs and scalars as they are, and zero-filled
     scratch buffers for its output and for inputs other kernels of the plan compute
@@ -224,7 +229,7 @@ class Generated:
         if (prod(reduction[0]) if reduction else self.spec.output.size) < MIN_ELEMENTS:
             return [self.default]
         info = self.device.info
-        limit = min(info.max_local_threads, info.max_local_work_dims[0])
+        limit = min(info.max_local_threads, info.max_local_work_dims[0], MAX_LOCAL)
         sizes, size = [], MIN_LOCAL
         while size <= limit:
             sizes.append(size)

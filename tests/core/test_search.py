@@ -1,0 +1,338 @@
+"""Kernel search (``zyx.search``): the measured winner is taken, cached, and never searched
+again; the config turns it off, bounds it and keeps it off the disk; generated kernels are
+searched at a plan's first build only, and compute what numpy computes."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import zyx
+from zyx import search, tuning
+from zyx.backend import Buffer, Device, Program
+from zyx.config import AutotuneSection
+from zyx.dtypes import DType
+from zyx.errors import BackendError
+from zyx.graph.lower import KernelSpec
+from zyx.graph.schedule import Graph, schedule
+from zyx.ir.builder import KernelBuilder
+from zyx.ir.ops import Kernel, ParamKind
+from zyx.runtime import Runtime, local_size
+from zyx.testing.numerics import assert_close
+from zyx.tuning import TuningCache
+
+N = 1 << 14
+"""Elements of the test space's kernels."""
+
+FAST = AutotuneSection(budget=30.0, runs=2, min_time=0.0)
+"""Every variant timed, however fast the default."""
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TuningCache:
+    """The process's tuning cache replaced by an empty one in a cache root of its own."""
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path / "cache"))
+    fresh = TuningCache()
+    monkeypatch.setattr(tuning, "cache", fresh)
+    return fresh
+
+
+def _chain(trips: int, local: int = 64) -> Kernel:
+    """``out[i] = a[i]`` through ``trips`` dependent multiply-adds: time grows with trips."""
+    kb = KernelBuilder(f"chain{trips}")
+    a = kb.param(DType.F32)
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    i = kb.group(0, N // local) * local + kb.local(0, local)
+    acc = kb.define(DType.F32)
+    acc[0] = a[i]
+    with kb.loop(trips):
+        acc[0] = acc[0] * 0.999 + 0.5
+    out[i] = acc[0]
+    return kb.build()
+
+
+@dataclass
+class Chains:
+    """A space of hand-written kernels whose times differ by design: variant ``t`` runs
+    ``t`` trips (``-1``: a local size past the device's limit, which fails to compile)."""
+
+    device: Device
+    trips: tuple[int, ...] = (64, 1, 512, 8)
+    name: str = "chains"
+    timed: list[int] = field(default_factory=list)
+    """The variants whose launches were asked for: those timed."""
+
+    def __post_init__(self) -> None:
+        self.a = self.device.pool.allocate(4 * N)
+        self.device.pool.write(self.a, np.ones(N, np.float32))
+        self.out = self.device.pool.allocate(4 * N)
+
+    def key(self) -> str:
+        return f"chains of {N}"
+
+    def variants(self) -> tuple[int, ...]:
+        return self.trips
+
+    def launches(self, variant: int) -> list[tuple[Program, list[Buffer]]]:
+        self.timed.append(variant)
+        too_many = 2 * self.device.info.max_local_threads
+        kernel = _chain(1, too_many) if variant == -1 else _chain(variant)
+        return [(self.device.compile(kernel), [self.a, self.out])]
+
+
+@pytest.fixture
+def host() -> Device:
+    return zyx.device("host")
+
+
+def test_the_measured_winner_is_taken(host: Device) -> None:
+    space = Chains(host)
+    result = search.search(space, FAST)
+    assert set(result.times) == {64, 1, 512, 8} and space.timed == [64, 1, 512, 8]
+    assert result.winner == min(result.times, key=result.times.__getitem__)
+    assert result.winner == 1, result.times  # 1 trip against 8, 64 and 512
+    assert result.times[512] > result.times[1]
+
+
+def test_a_winner_is_cached_and_never_searched_again(host: Device) -> None:
+    space = Chains(host)
+    assert search.choose(space, FAST) == (1, True)
+    again = Chains(host)
+    assert search.choose(again, FAST) == (1, False) and again.timed == []
+    tuning.cache = TuningCache()  # a new process: the entry comes from disk
+    assert search.choose(again, FAST) == (1, False) and again.timed == []
+
+
+def test_a_change_of_options_searches_again(host: Device) -> None:
+    search.choose(Chains(host), FAST)
+    other = Chains(host)
+    assert search.choose(other, FAST.model_copy(update={"runs": 3})) == (1, True)
+    assert len(other.timed) == 4
+
+
+def test_an_entry_naming_a_variant_the_space_lacks_is_not_used(host: Device) -> None:
+    """A forged or damaged entry under the right key: searched again, never run."""
+    space = Chains(host)
+    search.choose(space, FAST)
+    (path,) = tuning.cache.folder.iterdir()
+    path.write_text(path.read_text().replace('"variant": "1"', '"variant": "7"'))
+    tuning.cache = TuningCache()
+    again = Chains(host)
+    assert search.choose(again, FAST) == (1, True) and len(again.timed) == 4
+
+
+def test_disabled_runs_the_default_and_times_nothing(host: Device) -> None:
+    space = Chains(host)
+    assert search.choose(space, AutotuneSection(enabled=False)) == (64, False)
+    assert space.timed == [] and not tuning.cache.folder.exists()
+
+
+def test_without_the_cache_nothing_is_written(host: Device) -> None:
+    options = FAST.model_copy(update={"cache": False})
+    assert search.choose(Chains(host), options) == (1, True)
+    assert not tuning.cache.folder.exists()
+    again = Chains(host)  # remembered in this process all the same
+    assert search.choose(again, options) == (1, False) and again.timed == []
+
+
+def test_a_spent_budget_times_the_default_alone(host: Device) -> None:
+    space = Chains(host)
+    assert search.choose(space, FAST.model_copy(update={"budget": 0.0})) == (64, True)
+    assert space.timed == [64]
+
+
+def test_a_default_under_min_time_ends_the_search_and_stays_off_disk(host: Device) -> None:
+    space = Chains(host)
+    assert search.choose(space, FAST.model_copy(update={"min_time": 10.0})) == (64, True)
+    assert space.timed == [64] and not tuning.cache.folder.exists()
+
+
+def test_a_variant_that_fails_to_compile_drops_out(host: Device) -> None:
+    result = search.search(Chains(host, trips=(-1, 8, 1)), FAST)
+    assert result.winner == 1 and set(result.times) == {8, 1}
+    with pytest.raises(BackendError, match="local"):
+        search.search(Chains(host, trips=(-1,)), FAST)
+
+
+def test_the_interpreter_is_never_searched() -> None:
+    from zyx.host.device import HostDevice
+    from zyx.host.pool import HostPool
+
+    space = Chains(HostDevice(HostPool(), interpret=True))
+    assert search.choose(space, FAST) == (64, False) and space.timed == []
+
+
+# ---- the progress bar ------------------------------------------------------------------
+
+
+@pytest.fixture
+def quick_bar(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "SHOW_AFTER", 0.0)
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal")
+def test_a_long_search_shows_a_bar_on_a_terminal(
+    host: Device, quick_bar: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master, slave = os.openpty()
+    shown = bytearray()
+
+    def read() -> None:  # all along: a full terminal would block the bar's writes
+        while True:
+            try:
+                chunk = os.read(master, 1 << 16)
+            except OSError:  # the terminal closed
+                return
+            if not chunk:
+                return
+            shown.extend(chunk)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        with os.fdopen(slave, "w") as terminal:
+            monkeypatch.setattr(sys, "stderr", terminal)
+            assert search.terminal()
+            search.search(Chains(host), FAST)
+    finally:
+        reader.join(timeout=10)
+        os.close(master)
+    assert "tuning chains" in shown.decode(errors="replace")
+
+
+@pytest.mark.parametrize("where", ["a file", "CI"])
+def test_no_bar_outside_a_terminal(
+    host: Device, quick_bar: None, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    if where == "CI":
+        monkeypatch.setattr(stderr, "isatty", lambda: True)
+        monkeypatch.setenv("CI", "true")
+    assert not search.terminal()
+    search.search(Chains(host), FAST)
+    assert stderr.getvalue() == ""
+
+
+# ---- generated kernels through the runtime ---------------------------------------------
+
+
+@pytest.fixture
+def autotune(cache: TuningCache) -> Iterator[None]:
+    """Search every kernel of enough elements, quickly; the config as it was afterwards."""
+    before = search.settings().model_dump()
+    zyx.configure(autotune={"budget": 0.2, "runs": 1, "min_time": 0.0})
+    try:
+        yield
+    finally:
+        zyx.configure(autotune=before)
+
+
+def test_generated_kernels_are_searched_once(array_device: Device, autotune: None) -> None:
+    values = np.random.default_rng(3).standard_normal((384, 300)).astype(np.float32)
+    before = zyx.stats()
+    out = zyx.sum(zyx.asarray(values, device=array_device), axis=1)
+    assert_close(out.numpy(), values.astype(np.float64).sum(axis=1), DType.F32)
+    done = zyx.stats() - before
+    assert done.searches == done.kernels_scheduled == 1, done
+    # A plan built again (another runtime: no plan cache) finds the winner cached.
+    before = zyx.stats()
+    Runtime().realize([zyx.sum(zyx.asarray(values, device=array_device), axis=1).node])
+    assert (zyx.stats() - before).searches == 0
+
+
+def _softmax(x: Any) -> Any:
+    e = zyx.exp(x - zyx.max(x, axis=1, keepdims=True))
+    return e / zyx.sum(e, axis=1, keepdims=True)
+
+
+def _softmax_ref(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)  # type: ignore[no-any-return]
+
+
+KINDS = {  # a thread reduce, another, a group reduce, a map
+    "row sum": (lambda x: zyx.sum(x, axis=1), lambda x: x.sum(axis=1)),
+    "column sum": (lambda x: zyx.sum(x, axis=0), lambda x: x.sum(axis=0)),
+    "softmax": (_softmax, _softmax_ref),
+    "map": (lambda x: zyx.exp(x) * 2, lambda x: np.exp(x) * 2),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_the_extreme_local_sizes_compute_what_numpy_does(array_device: Device, kind: str) -> None:
+    program, reference = KINDS[kind]
+    values = np.random.default_rng(4).standard_normal((384, 300)).astype(np.float32)
+    out = program(zyx.asarray(values, device=array_device)).node
+    (spec,) = schedule(Graph([out])).steps
+    assert isinstance(spec, KernelSpec)
+    node = spec.output
+    with search.Generated(
+        spec, lambda n: n.realized, local_size(array_device, spec), array_device.compile
+    ) as space:
+        sizes = space.variants()
+        for local in (min(sizes), max(sizes)):  # the default runs in every other test
+            ((compiled, args),) = space.launches(local)
+            array_device.launch(compiled, args)
+            kinds = [p.kind for p in space.lowered(local).kernel.params]
+            result = np.empty(node.shape, np.float32)
+            array_device.pool.read(args[kinds.index(ParamKind.GLOBAL_MUT)], result)
+            expected = reference(values.astype(np.float64)).reshape(node.shape)
+            assert_close(result, expected, DType.F32, f"{kind}, {local} per group")
+
+
+def test_a_plan_cache_hit_never_reaches_search_or_the_disk(
+    array_device: Device, autotune: None
+) -> None:
+    values = np.ones((384, 300), np.float32)
+    zyx.realize(zyx.sum(zyx.asarray(values, device=array_device), axis=1))
+    outs = [zyx.sum(zyx.asarray(values, device=array_device), axis=1)]
+    called: set[str] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            called.add(frame.f_code.co_filename)
+
+    sys.setprofile(profile)
+    try:
+        zyx.realize(*outs)
+    finally:
+        sys.setprofile(None)
+    ours = {search.__file__, tuning.__file__, sys.modules["zyx.cache"].__file__}
+    assert not called & ours, called & ours
+    assert any(f.endswith("runtime.py") for f in called)  # the profile saw the realize
+
+
+def test_small_kernels_keep_the_default(array_device: Device, autotune: None) -> None:
+    x = zyx.asarray(np.ones((30, 40), np.float32), device=array_device)
+    before = zyx.stats()
+    zyx.realize(*(program(x) for program, _ in KINDS.values()))
+    done = zyx.stats() - before
+    assert done.kernels_scheduled >= 3 and done.searches == 0
+
+
+def test_generated_variants_are_powers_of_two_within_the_device_nearest_the_default(
+    array_device: Device,
+) -> None:
+    x = zyx.asarray(np.ones((512, 512), np.float32), device=array_device)
+    node = zyx.sum(x, axis=1).node.srcs[0]  # the reduction under the keepdims view
+    spec = KernelSpec(node, [node], group=True)
+    sizes = search.Generated(spec, lambda n: False, 256, array_device.compile).variants()
+    info = array_device.info
+    limit = min(info.max_local_threads, info.max_local_work_dims[0], search.MAX_LOCAL)
+    assert sizes[0] == 256 and len(set(sizes)) == len(sizes) and sizes[1] == 128
+    assert all(s & (s - 1) == 0 and search.MIN_LOCAL <= s <= limit for s in sizes)
+    assert set(sizes) == {1 << p for p in range(5, limit.bit_length())}
+    ratios = [abs(np.log2(s / 256)) for s in sizes]
+    assert ratios == sorted(ratios)
