@@ -160,6 +160,23 @@ def test_zeros_ones_empty_and_full_in_every_dtype(array_device: Device) -> None:
     assert zyx.ones((), device=array_device).dtype is zyx.float32
 
 
+def test_full_of_other_values_and_shapes_reuses_its_kernels(array_device: Device) -> None:
+    """``full``'s value is a kernel argument, not a constant baked into the kernel: after
+    the first, other values (and sizes) compile nothing; the dtype's rounding holds."""
+    values = [2.5, -1e30, 0.1, 7.0]
+    expect = [np.full((3, n), v, np.float32) * 2 for n, v in enumerate(values, 2)]
+    first = zyx.full((3, 9), 1.5, device=array_device) * 2
+    np.testing.assert_array_equal(first.numpy(), np.full((3, 9), 3.0, np.float32))
+    before = zyx.stats()
+    for (n, value), want in zip(enumerate(values, 2), expect):
+        np.testing.assert_array_equal(
+            (zyx.full((3, n), value, device=array_device) * 2).numpy(), want
+        )
+        like = zyx.full_like(zyx.ones((3, n), device=array_device), value) * 2
+        np.testing.assert_array_equal(like.numpy(), want)
+    assert (zyx.stats() - before).kernels_compiled == 0
+
+
 def test_the_like_functions_take_shape_dtype_and_device_of_their_array(
     array_device: Device,
 ) -> None:

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from zyx.array.dtypes import DEFAULT_FLOAT, DEFAULT_INT, check_dtype, dtype_name
 from zyx.array.manipulation import broadcast_to, reshape
@@ -23,6 +23,10 @@ from zyx.graph import nodes
 from zyx.graph.views import View
 from zyx.ir.ops import BOp
 from zyx.tensor import Tensor, require, resolve_device
+
+if TYPE_CHECKING:
+    from zyx.backend import Device
+    from zyx.graph.nodes import Node
 
 __all__ = [
     "arange", "asarray", "empty", "empty_like", "eye", "from_dlpack", "full", "full_like",
@@ -116,19 +120,21 @@ def full(
     shape: int | Sequence[int], fill_value: bool | int | float, *, dtype: DType | None = None,
     device: Any = None,
 ) -> Tensor:  # fmt: skip
-    return _filled(shape, fill_value, dtype, device, "full")
+    return _filled(shape, fill_value, dtype, device, "full", nodes.scalar)
 
 
 def _filled(
     shape: int | Sequence[int], value: bool | int | float, dtype: DType | None, device: Any,
-    what: str,
+    what: str, make: Callable[[bool | int | float, DType, Device], Node] = nodes.const,
 ) -> Tensor:  # fmt: skip
-    """``value`` broadcast to ``shape``: a constant, no memory until realized."""
+    """``value`` broadcast to ``shape``, no memory until realized: a constant kernels fold
+    (zeros, ones), or for ``full`` a scalar argument, so that other values reuse the
+    kernels."""
     dims = _shape(shape)
     dtype = check_dtype(dtype) if dtype is not None else _scalar_dtype(value)
     target = resolve_device(device)
     require(target, dtype, DTypeCapability.STORAGE, what)
-    node = nodes.const(_as_dtype(value, dtype, what), dtype, target)
+    node = make(_as_dtype(value, dtype, what), dtype, target)
     return Tensor(nodes.view(node, View(dims, (), ())))
 
 
@@ -179,7 +185,7 @@ def empty_like(x: Tensor, /, *, dtype: DType | None = None, device: Any = None) 
 def full_like(
     x: Tensor, /, fill_value: bool | int | float, *, dtype: DType | None = None, device: Any = None
 ) -> Tensor:
-    return _filled(x.shape, fill_value, *_like(x, dtype, device), "full_like")
+    return _filled(x.shape, fill_value, *_like(x, dtype, device), "full_like", nodes.scalar)
 
 
 def _index(shape: tuple[int, ...], dim: int, device: Any) -> nodes.Node:
