@@ -1,0 +1,123 @@
+"""Checks of core's generated matmul (``zyx.graph.matmul``) on any device, shared by the
+host's and OpenCL's tests: each variant's kernels against numpy in float64, on random
+operands (transposed and batched by strides, sizes that are no multiple of a tile), into
+poisoned outputs (an output never written stays NaN and fails).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Any
+
+import numpy as np
+
+import zyx
+from zyx.backend import Device
+from zyx.dtypes import DType
+from zyx.graph import matmul
+from zyx.graph.claims import Matmul, matmuls
+from zyx.graph.schedule import Graph
+from zyx.testing.numerics import BOUNDS, assert_close, poisoned, random
+
+Array = np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
+class Case:
+    """``a (*a_batch, n, k) @ b (*b_batch, k, m)``; a transposed operand is held as its
+    transpose's contiguous buffer and read through a view."""
+
+    a_batch: tuple[int, ...]
+    b_batch: tuple[int, ...]
+    n: int
+    m: int
+    k: int
+    a_transposed: bool = False
+    b_transposed: bool = False
+
+    def __str__(self) -> str:
+        a = "a.T" if self.a_transposed else "a"
+        b = "b.T" if self.b_transposed else "b"
+        return f"{a}{(*self.a_batch, self.n, self.k)} @ {b}{(*self.b_batch, self.k, self.m)}"
+
+
+CASES = (
+    Case((), (), 37, 45, 29),
+    Case((2,), (2,), 133, 140, 37, a_transposed=True),
+    Case((2, 1), (3,), 20, 33, 70, b_transposed=True),
+)
+"""Smaller than a GPU tile; past one in both dims with a k that no step divides, a
+transposed; batches that broadcast, b transposed."""
+
+
+def operands(rng: np.random.Generator, dtype: DType, case: Case) -> tuple[Array, Array]:
+    """Random operands of ``case`` as ``dtype`` holds them (never zero)."""
+    a_shape, b_shape = (*case.a_batch, case.n, case.k), (*case.b_batch, case.k, case.m)
+    a = random(rng, dtype, prod(a_shape), -2.0, 2.0).reshape(a_shape)
+    b = random(rng, dtype, prod(b_shape), -2.0, 2.0).reshape(b_shape)
+    return a, b
+
+
+def arrays(device: Device, case: Case, a: Array, b: Array) -> tuple[zyx.Tensor, zyx.Tensor]:
+    """``a`` and ``b`` on ``device``, each through a transposed view where ``case`` says."""
+
+    def put(x: Array, transposed: bool) -> zyx.Tensor:
+        if not transposed:
+            return zyx.asarray(x, device=device)
+        return zyx.asarray(np.ascontiguousarray(np.swapaxes(x, -1, -2)), device=device).mT
+
+    return put(a, case.a_transposed), put(b, case.b_transposed)
+
+
+def reference(a: Array, b: Array) -> Array:
+    return np.matmul(a.astype(np.float64), b.astype(np.float64))
+
+
+def found(device: Device, case: Case, a: Array, b: Array) -> Matmul:
+    """The ``Matmul`` that ``zyx.matmul`` records for ``case``, its operands realized."""
+    x, y = arrays(device, case, a, b)
+    (m,) = matmuls(Graph([zyx.matmul(x, y).node]))
+    return m
+
+
+def run_variant(device: Device, variant: matmul.Variant, m: Matmul) -> Array:
+    """``m`` computed by ``variant``'s kernels into a poisoned buffer, read back."""
+    dtype = m.output.dtype
+    count = prod(m.batch) * m.n * m.m
+    out = device.pool.allocate(count * dtype.itemsize)
+    try:
+        device.pool.write(out, poisoned(dtype, count))
+        args = [m.a.node.buffer, m.b.node.buffer, out]
+        for kernel in matmul.kernels(m, variant):
+            device.launch(device.compile(kernel), args)
+        got = np.empty(count, dtype.numpy)
+        device.pool.read(out, got)
+    finally:
+        device.pool.release(out)
+    return got.reshape(*m.batch, m.n, m.m)
+
+
+def check_variant(
+    device: Device, variant: matmul.Variant, dtype: DType, case: Case, seed: int = 0
+) -> None:
+    """``variant``'s kernels of ``case`` in ``dtype`` match numpy in float64 (``BOUNDS``),
+    every output written."""
+    a, b = operands(np.random.default_rng(seed), dtype, case)
+    m = found(device, case, a, b)
+    assert matmul.fits(variant, m, device), (variant, device.name)
+    assert_close(run_variant(device, variant, m), reference(a, b), dtype, f"{variant} {case}")
+
+
+def check_front_end(device: Device, dtype: DType, case: Case, seed: int = 0) -> Any:
+    """``zyx.matmul`` of ``case`` matches numpy in float64; the stats of its realize."""
+    a, b = operands(np.random.default_rng(seed), dtype, case)
+    x, y = arrays(device, case, a, b)
+    before = zyx.stats()
+    got = zyx.matmul(x, y).numpy()
+    spent = zyx.stats() - before
+    assert_close(got, reference(a, b), dtype, f"zyx.matmul {case} on {device.name}")
+    return spent
+
+
+__all__ = ["BOUNDS", "CASES", "Case", "check_front_end", "check_variant", "run_variant"]
