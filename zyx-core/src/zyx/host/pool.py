@@ -15,6 +15,7 @@ still in use.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import weakref
@@ -26,6 +27,8 @@ from zyx.backend import Buffer, MemoryPool
 from zyx.errors import BackendError, ErrorStatus
 from zyx.host.limits import usable_memory
 from zyx.staging import HostMemory
+
+_log = logging.getLogger("zyx.mem")
 
 ALIGNMENT = 64
 """Byte alignment of every buffer: a cache line, and AVX-512's vector width."""
@@ -70,6 +73,8 @@ class HostPool(HostMemory):
             ) from error
         start = -raw.ctypes.data % ALIGNMENT
         self._used += nbytes
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("host: allocated %d bytes at %#x", nbytes, raw.ctypes.data + start)
         return Buffer(self, nbytes, raw[start : start + nbytes])
 
     def adopt(self, memory: npt.NDArray[np.uint8]) -> Buffer:
@@ -93,6 +98,8 @@ class HostPool(HostMemory):
             self._adopted.discard(buf)
         else:
             self._used -= buf.nbytes
+            if _log.isEnabledFor(logging.DEBUG):
+                _log.debug("host: freed %d bytes at %#x", buf.nbytes, buf.handle.ctypes.data)
         buf.handle = None
 
     def _write(self, buf: Buffer, view: memoryview, offset: int) -> None:

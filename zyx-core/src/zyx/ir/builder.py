@@ -18,6 +18,7 @@ and ``where`` build every other op (``kb.where(x < 0, 0.0, x)``).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TypeAlias
@@ -57,6 +58,8 @@ from zyx.ir.verify import verify
 
 Scalar: TypeAlias = bool | int | float
 Operand: TypeAlias = "Value | Scalar"
+
+_log = logging.getLogger("zyx.ir")
 
 
 class Value:
@@ -264,6 +267,8 @@ class KernelBuilder:
     def build(self) -> Kernel:
         kernel = Kernel(self.name, tuple(self.ops))
         verify(kernel)
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("%s", kernel)  # its listing, one op per line
         return kernel
 
 
