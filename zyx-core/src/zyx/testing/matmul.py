@@ -71,7 +71,8 @@ def arrays(device: Device, case: Case, a: Array, b: Array) -> tuple[zyx.Tensor, 
 
 
 def reference(a: Array, b: Array) -> Array:
-    return np.matmul(a.astype(np.float64), b.astype(np.float64))
+    product: Array = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    return product
 
 
 def found(device: Device, case: Case, a: Array, b: Array) -> Matmul:
@@ -88,6 +89,7 @@ def run_variant(device: Device, variant: matmul.Variant, m: Matmul) -> Array:
     out = device.pool.allocate(count * dtype.itemsize)
     try:
         device.pool.write(out, poisoned(dtype, count))
+        assert m.a.node.buffer is not None and m.b.node.buffer is not None
         args = [m.a.node.buffer, m.b.node.buffer, out]
         for kernel in matmul.kernels(m, variant):
             device.launch(device.compile(kernel), args)
