@@ -3,9 +3,7 @@ works; the matcher's and the quarantine's tests need neither."""
 
 from __future__ import annotations
 
-import os
 import zlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -44,10 +42,3 @@ def cuda() -> Any:
 def rng(request: pytest.FixtureRequest) -> np.random.Generator:
     """Random numbers seeded by the test's id."""
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
-
-def clean_environ(home: Path, **extra: str) -> dict[str, str]:
-    """``os.environ`` without ``ZYX_*`` variables, with ``home`` as home and config home."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("ZYX_")}
-    environ.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), **extra)
-    return environ

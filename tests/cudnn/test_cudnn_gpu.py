@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import clean_environ
+from cudnn_support import clean_environ
 
 import zyx
 from zyx.dtypes import DType

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import clean_environ
+from cudnn_support import clean_environ
 
 from zyx.errors import ConfigError
 from zyx.plugins import Registry, State
@@ -52,7 +52,8 @@ def test_without_libcudnn_the_backend_is_quarantined_with_the_reason(tmp_path: P
     registry = Registry(clean_environ(tmp_path))
     (record,) = [b for b in registry.backends() if b.name == "cudnn"]
     assert record.state is State.QUARANTINED
-    assert "libcudnn not found" in record.reason and "pip install nvidia-cudnn-cu13" in record.reason
+    assert "libcudnn not found" in record.reason
+    assert "pip install nvidia-cudnn-cu13" in record.reason
     assert record.probe is not None
     assert record.probe.libraries == {
         "cudnn-frontend": importlib.metadata.version("nvidia-cudnn-frontend"),

@@ -3,7 +3,8 @@
 streams like any kernel.
 
 Every candidate plan of the graph (heuristics A, then the fallback list) is built and timed
-with ``Device.launch_timed`` (a warm-up, then the best of ``RUNS``); the fastest is kept:
+with ``Device.launch_timed`` (a warm-up, then the best of ``RUNS``; with ``autotune.enabled
+= false``, the first plan that builds is taken untimed); the fastest is kept:
 the heuristics' first choice is not always it (measured: matmul + bias + relu, bf16
 8192³, ran at 668 TFLOP/s as the first choice). The choice is remembered per spec and
 device for the life of the process (``plan_for``). A disk tuning cache would store the
@@ -72,19 +73,20 @@ class Plan:
 
 
 _lock = threading.Lock()
-_plans: dict[tuple[int, Spec], Plan | Unsupported] = {}
+_plans: dict[tuple[int, Spec, bool], Plan | Unsupported] = {}
 _handles: dict[int, Any] = {}
 
 
-def plan_for(spec: Spec, device: CudaDevice) -> Plan:
-    """``spec``'s fastest plan on ``device``, tuned on first use; ``Unsupported`` (cached
-    too) where cuDNN cannot run it."""
-    key = (id(device), spec)
+def plan_for(spec: Spec, device: CudaDevice, tune: bool = True) -> Plan:
+    """``spec``'s fastest plan on ``device``, tuned on first use (``tune`` false, as
+    ``autotune.enabled = false`` has it: the first plan that builds, untimed);
+    ``Unsupported`` (cached too) where cuDNN cannot run it."""
+    key = (id(device), spec, tune)
     with _lock:
         found = _plans.get(key)
         if found is None:
             try:
-                found = _tune(spec, device)
+                found = _tune(spec, device, tune)
             except Unsupported as refusal:
                 found = refusal
             _plans[key] = found
@@ -93,7 +95,7 @@ def plan_for(spec: Spec, device: CudaDevice) -> Plan:
     return found
 
 
-def _tune(spec: Spec, device: CudaDevice) -> Plan:
+def _tune(spec: Spec, device: CudaDevice, tune: bool) -> Plan:
     import cudnn
 
     handle = _handle(cudnn, device)
@@ -110,6 +112,8 @@ def _tune(spec: Spec, device: CudaDevice) -> Plan:
             plan = _plan(cudnn, graph, index, spec, device, handle, failures)
             if plan is None:
                 continue
+            if not tune:
+                return plan
             ns = _time(plan, spec, device, inputs)
             log.debug("%s on %s: plan %d (%s) %d ns, built in %.0f ms", spec.describe(),
                       device.name, index, graph.get_plan_name_at_index(index), ns,

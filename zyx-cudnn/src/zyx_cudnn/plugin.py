@@ -8,7 +8,8 @@ backend ``cudnn`` is quarantined with the reason (``zyx doctor`` shows it), its 
 nothing, and CUDA works as without it. Importing this module loads no native library.
 
 Config section ``cudnn``: ``allow_tf32`` (default false) lets f32 matmuls run on TF32
-tensor cores; without it an f32 matmul is true fp32, or not claimed.
+tensor cores; without it an f32 matmul is true fp32, or not claimed. ``autotune.enabled =
+false`` takes the first plan that builds instead of timing them all.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from zyx_cudnn import library
 
 if TYPE_CHECKING:
     from zyx.backend import Device
+    from zyx.config import AutotuneSection
     from zyx.graph.schedule import Graph
     from zyx_cuda.config import CudaSection
     from zyx_cuda.device import CudaDevice
@@ -69,6 +71,7 @@ def zyx_match_graph(graph: Graph, device: Device) -> list[Claim] | None:
     if not cast("CudaSection", config.section("cuda")).cudnn:
         return None
     tf32 = cast("CudnnSection", config.section("cudnn")).allow_tf32
+    tune = cast("AutotuneSection", config.section("autotune")).enabled
     from zyx_cudnn.graphs import Unsupported
     from zyx_cudnn.match import candidates
     from zyx_cudnn.plans import plan_for
@@ -77,7 +80,7 @@ def zyx_match_graph(graph: Graph, device: Device) -> list[Claim] | None:
     for options in candidates(graph, device, tf32):
         for option in options:  # the longest epilogue cuDNN can run
             try:
-                plan = plan_for(option.spec, cast("CudaDevice", device))
+                plan = plan_for(option.spec, cast("CudaDevice", device), tune)
             except Unsupported as refusal:
                 log.debug("%s", refusal)
                 continue

@@ -1,0 +1,228 @@
+"""zyx's matmuls through zyx-cudnn side by side with torch, torch.compile and the cuDNN
+frontend called directly, in one run on one GPU.
+
+    python benchmarks/cudnn_bench.py   # a markdown table; cudnn_bench.{md,json} to $OUT or .
+
+1. bf16 8192³ matmul: ``zyx.matmul`` (realized: the claim raced and taken, its plan the
+   fastest of all cuDNN's candidates) vs ``torch.mm`` vs the frontend's graph with the
+   heuristics' first plan (``pygraph.build`` + ``execute``).
+2. bf16 8192³ matmul + bias + relu: zyx (one fused cuDNN graph) vs torch unfused
+   (``relu(a @ b + bias)``), ``torch.compile`` of the same, and the frontend's fused graph
+   with the heuristics' first plan.
+3. f16 8192³ matmul: zyx vs torch.
+4. Host time of one 256³ bf16 matmul with its plan cached: ``zyx.realize(x @ y)`` (the
+   front end's whole path: structure key, plan reuse, output allocation, launch), zyx's
+   launch of the claim's program alone (``Device.launch``), ``torch.mm(out=)``, the
+   frontend's ``execute``. Per call over a burst, synchronized before and after.
+
+Every operand is random (torch's normal), shared by all implementations through DLPack;
+zyx's results are checked against torch's. Throughput: wall time of ``REPEATS`` calls
+between synchronizations, the median of ``ROUNDS``. Math mode: bf16/f16 inputs, f32
+accumulation everywhere (torch: ``allow_bf16_reduced_precision_reduction`` and the f16 one
+off).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from timing import per_launch
+
+import zyx
+
+N = 8192
+SMALL = 256
+REPEATS = 10
+ROUNDS = 5
+BURST = 2000
+
+Row = dict[str, Any]
+
+
+def seconds_per_call(run: Callable[[], Any], sync: Callable[[], None]) -> float:
+    """Median over ``ROUNDS`` of the wall time of ``REPEATS`` calls, synchronized, per call
+    (after one warm-up round)."""
+
+    def round_() -> float:
+        sync()
+        start = time.perf_counter()
+        for _ in range(REPEATS):
+            run()
+        sync()
+        return (time.perf_counter() - start) / REPEATS
+
+    round_()
+    return statistics.median(round_() for _ in range(ROUNDS))
+
+
+def tflops(seconds: float, n: int = N) -> float:
+    return 2 * n**3 / seconds / 1e12
+
+
+class Frontend:
+    """The cuDNN frontend called directly: a graph over torch tensors, the heuristics'
+    first plan (``build``), run with ``execute`` on torch's stream."""
+
+    def __init__(self, torch: Any, a: Any, b: Any, bias: Any | None) -> None:
+        import cudnn
+
+        self.torch, self.cudnn = torch, cudnn
+        self.handle = cudnn.create_handle()
+        cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
+        dtype = {torch.bfloat16: cudnn.data_type.BFLOAT16, torch.float16: cudnn.data_type.HALF}
+        g = cudnn.pygraph(
+            io_data_type=dtype[a.dtype], intermediate_data_type=cudnn.data_type.FLOAT,
+            compute_data_type=cudnn.data_type.FLOAT, handle=self.handle,
+        )  # fmt: skip
+        ta, tb = g.tensor_like(a[None]), g.tensor_like(b[None])
+        out = g.matmul(ta, tb, compute_data_type=cudnn.data_type.FLOAT)
+        self.pack = {ta: a[None], tb: b[None]}
+        if bias is not None:
+            tbias = g.tensor_like(bias.reshape(1, 1, -1))
+            out = g.relu(g.add(out, tbias, compute_data_type=cudnn.data_type.FLOAT),
+                         compute_data_type=cudnn.data_type.FLOAT)  # fmt: skip
+            self.pack[tbias] = bias.reshape(1, 1, -1)
+        out.set_output(True).set_data_type(dtype[a.dtype])
+        g.build([cudnn.heur_mode.A])
+        self.result = torch.empty((1, a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device)
+        self.pack[out] = self.result
+        self.workspace = torch.empty(g.get_workspace_size(), dtype=torch.uint8, device=a.device)
+        self.graph = g
+
+    def __call__(self) -> None:
+        self.graph.execute(self.pack, self.workspace, handle=self.handle)
+
+
+def relative(got: Any, want: Any) -> float:
+    got, want = got.float(), want.float()
+    return float((got - want).norm() / want.norm())
+
+
+def main() -> None:
+    import torch
+
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    device = zyx.device("cuda")
+    rows: list[Row] = []
+
+    def row(case: str, who: str, value: float, unit: str, note: str = "") -> None:
+        rows.append({"case": case, "implementation": who, "value": value, "unit": unit,
+                     "note": note})  # fmt: skip
+        print(f"{case:40} {who:44} {value:10.2f} {unit} {note}", file=sys.stderr, flush=True)
+
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+        throughput(torch, device, dtype, name, row)
+        torch.cuda.empty_cache()
+        zyx.empty_cache()
+    host_time(torch, device, row)
+    table = markdown(rows)
+    print(table)
+    out = Path(os.environ.get("OUT", "."))
+    (out / "cudnn_bench.md").write_text(table)
+    (out / "cudnn_bench.json").write_text(json.dumps(rows, indent=1))
+
+
+def throughput(torch: Any, device: Any, dtype: Any, name: str, row: Callable[..., None]) -> None:
+    """Cases 1 to 3 for ``dtype``: the matmul, and for bf16 with bias and relu."""
+    a = torch.randn(N, N, dtype=dtype, device="cuda")
+    b = torch.randn(N, N, dtype=dtype, device="cuda")
+    bias = torch.randn(N, dtype=dtype, device="cuda")
+    x, y, c = (zyx.from_dlpack(t) for t in (a, b, bias))
+
+    def sync() -> None:
+        device.synchronize()
+        torch.cuda.synchronize()
+
+    for fused in (False, True) if name == "bf16" else (False,):
+        case = f"matmul{' + bias + relu' if fused else ''} {name} {N}³"
+
+        def ours(fused: bool = fused) -> Any:
+            return (zyx.maximum(x @ y + c, 0.0) if fused else x @ y).realize()
+
+        def theirs(fused: bool = fused) -> Any:
+            return torch.relu(a @ b + bias) if fused else torch.mm(a, b)
+
+        before = zyx.stats()
+        started = time.perf_counter()
+        got = torch.from_dlpack(ours())
+        first = time.perf_counter() - started
+        taken = (zyx.stats() - before).claims_taken
+        note = (f"claims taken {taken}, first call {first:.1f} s (tuning included), "
+                f"error vs torch {relative(got, theirs()):.1e}")  # fmt: skip
+        row(case, "zyx.matmul (zyx-cudnn)", tflops(seconds_per_call(ours, sync)), "TFLOP/s", note)
+        row(case, "torch unfused" if fused else "torch.mm",
+            tflops(seconds_per_call(theirs, sync)), "TFLOP/s")  # fmt: skip
+        if fused:
+            compiled = torch.compile(lambda p, q, r: torch.relu(p @ q + r))
+            compiled(a, b, bias)
+            run = partial(compiled, a, b, bias)
+            row(case, "torch.compile", tflops(seconds_per_call(run, sync)), "TFLOP/s")
+        frontend = Frontend(torch, a, b, bias if fused else None)
+        frontend()
+        note = f"error vs torch {relative(frontend.result[0], theirs()):.1e}"
+        row(case, "cuDNN frontend, heuristics' first plan",
+            tflops(seconds_per_call(frontend, sync)), "TFLOP/s", note)  # fmt: skip
+
+
+def host_time(torch: Any, device: Any, row: Callable[..., None]) -> None:
+    """Per call host time of a 256³ bf16 matmul whose plan is cached."""
+    case = f"host time, matmul bf16 {SMALL}³, plan cached"
+    a = torch.randn(SMALL, SMALL, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(SMALL, SMALL, dtype=torch.bfloat16, device="cuda")
+    c = torch.empty_like(a)
+    x, y = zyx.from_dlpack(a), zyx.from_dlpack(b)
+    before = zyx.stats()
+    got = torch.from_dlpack((x @ y).realize())
+    taken = (zyx.stats() - before).claims_taken
+    note = f"claims taken {taken}, error vs torch {relative(got, a @ b):.1e}"
+
+    def sync() -> None:
+        device.synchronize()
+        torch.cuda.synchronize()
+
+    row(case, "zyx.realize(x @ y)", per_launch(lambda: zyx.realize(x @ y), sync, BURST), "µs", note)
+    program, args = claimed_program(device, x, y)
+    if program is not None:
+        launch = lambda: device.launch(program, args)  # noqa: E731
+        row(case, "zyx Device.launch of the claim", per_launch(launch, sync, BURST), "µs")
+    mm = lambda: torch.mm(a, b, out=c)  # noqa: E731
+    row(case, "torch.mm(out=)", per_launch(mm, sync, BURST), "µs")
+    frontend = Frontend(torch, a, b, None)
+    row(case, "cuDNN frontend execute", per_launch(frontend, sync, BURST), "µs")
+
+
+def claimed_program(device: Any, x: Any, y: Any) -> tuple[Any, list[Any]]:
+    """The program of zyx-cudnn's claim of ``x @ y`` and arguments for it, or ``None``."""
+    from zyx.graph.schedule import Graph
+    from zyx_cudnn.match import candidates
+    from zyx_cudnn.plans import plan_for
+
+    found = candidates(Graph([(x @ y).node]), device)
+    if not found:
+        return None, []
+    option = found[0][0]
+    plan = plan_for(option.spec, device)
+    out = device.pool.allocate(SMALL * SMALL * 2)
+    scratch = [device.pool.allocate(n) for n in plan.scratch]
+    return plan.program, [x.node.buffer, y.node.buffer, out, *scratch]
+
+
+def markdown(rows: list[Row]) -> str:
+    lines = ["| case | implementation | value | note |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['implementation']} | {r['value']:.2f} {r['unit']} | "
+                     f"{r['note']} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
