@@ -114,8 +114,13 @@ def _tune(spec: Spec, device: CudaDevice, tune: bool) -> Plan:
                 continue
             if not tune:
                 return plan
-            ns = _time(plan, spec, device, inputs)
-            log.debug("%s on %s: plan %d (%s) %d ns, built in %.0f ms", spec.describe(),
+            try:
+                ns = _time(plan, spec, device, inputs)
+            except BackendError as error:  # a plan that fails to run is no candidate
+                failures.append(f"plan {index}: {error}")
+                device.release(plan.program)
+                continue
+            log.debug("%s on %s: plan %d (%s) %d ns, built and timed in %.0f ms", spec.describe(),
                       device.name, index, graph.get_plan_name_at_index(index), ns,
                       (time.perf_counter() - started) * 1e3)  # fmt: skip
             if best is not None and best[0] <= ns:
@@ -143,15 +148,15 @@ def _plan(
     where it does not build."""
     from zyx_cuda.library import LibraryProgram
 
+    config = graph.plans[index]
+    if config.cpp_index is None:  # a delegating entry, or one of the frontend's own engines
+        failures.append(f"plan {index}: not a cuDNN engine's plan")
+        return None
     try:
         graph.build_plan_at_index(index)
         workspace = graph.get_workspace_size_plan_at_index(index)
     except (cudnn.cudnnGraphNotSupportedError, RuntimeError, ValueError) as error:
         failures.append(f"plan {index}: {error}")
-        return None
-    config = graph.plans[index]
-    if config.cpp_index is None:  # a delegating entry, or one of the frontend's own engines
-        failures.append(f"plan {index}: not a cuDNN engine's plan")
         return None
     backend = graph._lowered_graph  # the frontend's own fast path (the module's doc)
     backend._prepare_variant_pack_template()
