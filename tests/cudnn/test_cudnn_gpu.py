@@ -43,13 +43,15 @@ def arrays(
     return out
 
 
-def run(device: Any, result: zyx.Tensor, tf32: bool = False) -> tuple[Candidate, Any]:
-    """The longest claim of ``result``'s matmul, run alone on its plan: the output read
-    back as float64."""
+def run(
+    device: Any, result: zyx.Tensor, tf32: bool = False, tune: bool = False
+) -> tuple[Candidate, Any]:
+    """The longest claim of ``result``'s matmul, run alone on its plan (the first that
+    builds; ``tune``: the fastest of all): the output read back as float64."""
     (options,) = candidates(Graph([result.node]), device, tf32)
     option = options[0]
-    plan = plan_for(option.spec, device)  # raises Unsupported with cuDNN's message
-    assert plan_for(option.spec, device) is plan  # tuned once
+    plan = plan_for(option.spec, device, tune)  # raises Unsupported with cuDNN's message
+    assert plan_for(option.spec, device, tune) is plan  # built once
     pool = device.pool
     out = pool.allocate(math.prod(option.output.shape) * option.output.dtype.itemsize)
     pool.write(out, poisoned(option.output.dtype, math.prod(option.output.shape)))
@@ -63,11 +65,13 @@ def run(device: Any, result: zyx.Tensor, tf32: bool = False) -> tuple[Candidate,
     return option, got.astype(np.float64).reshape(result.shape)
 
 
-def check(device: Any, result: zyx.Tensor, want: Any, dtype: Any, tf32: bool = False) -> Candidate:
+def check(
+    device: Any, result: zyx.Tensor, want: Any, dtype: Any, tf32: bool = False, tune: bool = False
+) -> Candidate:
     """``result``'s claim run alone, within the dtype's bound of ``want``. Where cuDNN has
     no true-fp32 plan, zyx-cudnn does not claim an f32 matmul: the test says so and skips."""
     try:
-        option, got = run(device, result, tf32)
+        option, got = run(device, result, tf32, tune)
     except Unsupported as refusal:
         if dtype is not F32 or tf32:
             raise
@@ -165,6 +169,16 @@ def test_f32_is_true_fp32_unless_tf32_is_allowed(cuda: Any, rng: np.random.Gener
     assert not exact.spec.tf32
     tf32 = check(cuda, x @ y, a @ b, F32, tf32=True)
     assert tf32.spec.tf32
+
+
+@pytest.mark.parametrize(("dtype", "epilogue"), [(BF16, "bias+relu"), (F32, "bias"), (F16, "gelu")])
+def test_the_fastest_plan_is_right_too(
+    cuda: Any, rng: np.random.Generator, dtype: Any, epilogue: str
+) -> None:
+    """Every candidate built and timed (``plans._tune``), the winner checked."""
+    ours, reference, _ = EPILOGUES[epilogue]
+    (x, a), (y, b), (c, bias) = arrays(rng, cuda, dtype, (384, 256), (256, 192), (192,))
+    check(cuda, ours(x @ y, c, None), reference(a @ b, bias, None), dtype, tune=True)
 
 
 PROGRAM = """
