@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from zyx.backend import Device
     from zyx.graph.schedule import Graph
 
+BANKS = 32
+"""Banks of a GPU's local memory (NVIDIA's and AMD's), for laying out the tiles."""
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -107,7 +110,8 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
         return False  # each work-item copies as many elements of a tile
-    return variant.depth * (rows + cols) * _accumulator(m).itemsize <= info.local_mem_size
+    padded = rows + cols + 2 * max(BANKS // max(variant.depth, 1), 1)
+    return variant.depth * padded * _accumulator(m).itemsize <= info.local_mem_size
 
 
 def default(m: Matmul, device: Device) -> Variant | None:
@@ -257,8 +261,6 @@ class _Tiles:
         ty, tx = lid / v.threads[1], lid % v.threads[1]
         steps = m.k // v.depth
         if steps:
-            a_tile = kb.define(self.acc, v.depth * rows, Storage.LOCAL)
-            b_tile = kb.define(self.acc, v.depth * cols, Storage.LOCAL)
             a_copy = _Copy(kb, self.acc, lid, v, rows, along_k=abs(m.a.strides[-1]) == 1)
             b_copy = _Copy(kb, self.acc, lid, v, cols, along_k=abs(m.b.strides[-1]) != 1)
 
@@ -268,13 +270,13 @@ class _Tiles:
 
             read(0)
             with kb.loop(steps) as step:
-                a_copy.write(a_tile)
-                b_copy.write(b_tile)
+                a_copy.write()
+                b_copy.write()
                 kb.barrier()
                 read(kb.minimum(step + 1, steps - 1) * v.depth)  # the next step's (no branch)
                 with kb.loop(v.depth) as d:
-                    self.product(acc, lambda r: a_tile[d * rows + ty + r * v.threads[0]],
-                                 lambda c: b_tile[d * cols + tx + c * v.threads[1]])  # fmt: skip
+                    self.product(acc, lambda r: a_copy.at(d, ty + r * v.threads[0]),
+                                 lambda c: b_copy.at(d, tx + c * v.threads[1]))  # fmt: skip
                 kb.barrier()
         if m.k % v.depth:
             self.direct(acc, row0 + ty, col0 + tx, steps * v.depth, m.k)
@@ -298,13 +300,17 @@ class _Copy:
 
     Each work-item copies elements ``lid + q * local_size``; consecutive elements run along
     k where the operand is contiguous along k (``along_k``), else along its rows or columns,
-    so that adjacent work-items read adjacent addresses.
+    so that adjacent work-items read adjacent addresses. The tile is held ``[d][e]``, so
+    that adjacent work-items' reads of it are adjacent too; copied along k, a row of it is
+    padded by ``BANKS // depth`` elements, so that the work-items of a warp, storing
+    ``BANKS // depth`` rows of ``depth``, each store to a bank of their own.
     """
 
     def __init__(
         self, kb: KernelBuilder, dtype: DType, lid: Value, v: Variant, count: int, along_k: bool
     ) -> None:
-        self.count = count
+        self.stride = count + (max(BANKS // v.depth, 1) if along_k else 0)
+        self.tile = kb.define(dtype, v.depth * self.stride, Storage.LOCAL)
         per_item = v.depth * count // v.local_size
         self.held = kb.define(dtype, per_item)
         self.places: list[tuple[Value, Value]] = []
@@ -318,6 +324,10 @@ class _Copy:
         for q, (e, d) in enumerate(self.places):
             self.held[q] = load(e, d)
 
-    def write(self, tile: Value) -> None:
+    def write(self) -> None:
         for q, (e, d) in enumerate(self.places):
-            tile[d * self.count + e] = self.held[q]
+            self.tile[d * self.stride + e] = self.held[q]
+
+    def at(self, d: Value, e: Value | int) -> Value:
+        """Element ``e`` of the tile at ``d`` along k (once written)."""
+        return self.tile[d * self.stride + e]
