@@ -66,7 +66,7 @@ class Chains:
     ``t`` trips (``-1``: a local size past the device's limit, which fails to compile)."""
 
     device: Device
-    trips: tuple[int, ...] = (64, 1, 512, 8)
+    trips: tuple[int, ...] = (64, 1, 512, 32)
     name: str = "chains"
     timed: list[int] = field(default_factory=list)
     """The variants whose launches were asked for: those timed."""
@@ -97,9 +97,9 @@ def host() -> Device:
 def test_the_measured_winner_is_taken(host: Device) -> None:
     space = Chains(host)
     result = search.search(space, FAST)
-    assert set(result.times) == {64, 1, 512, 8} and space.timed == [64, 1, 512, 8]
+    assert set(result.times) == {64, 1, 512, 32} and space.timed == [64, 1, 512, 32]
     assert result.winner == min(result.times, key=result.times.__getitem__)
-    assert result.winner == 1, result.times  # 1 trip against 8, 64 and 512
+    assert result.winner == 1, result.times  # 1 trip against 32, 64 and 512
     assert result.times[512] > result.times[1]
 
 
@@ -157,8 +157,8 @@ def test_a_default_under_min_time_ends_the_search_and_stays_off_disk(host: Devic
 
 
 def test_a_variant_that_fails_to_compile_drops_out(host: Device) -> None:
-    result = search.search(Chains(host, trips=(-1, 8, 1)), FAST)
-    assert result.winner == 1 and set(result.times) == {8, 1}
+    result = search.search(Chains(host, trips=(-1, 32, 1)), FAST)
+    assert result.winner == 1 and set(result.times) == {32, 1}
     with pytest.raises(BackendError, match="local"):
         search.search(Chains(host, trips=(-1,)), FAST)
 

@@ -1,0 +1,118 @@
+"""Kernel search on each device: what the local size of generated kernels is worth.
+
+    python benchmarks/kernel_search.py [DEVICE ...]   # writes kernel_search.json to $OUT or .
+
+For each workload (a row sum, a column sum, a row softmax, an elementwise chain; f32, on
+random data; 1 GiB matrices on a GPU, 16 MiB on a CPU) the one kernel the scheduler emits
+is searched twice, through ``zyx.search`` itself:
+
+1. as a plan build searches it, with the default ``autotune`` options (budget, runs): the
+   search's wall time, compiles included, and its winner;
+2. every variant, without a budget (``runs`` 5): each one's time, the default's, and
+   the best, to show what the budget left out.
+
+Times are ``Device.launch_timed`` (one warm-up, then the best of the runs). No tuning cache
+is read or written (each search is called directly).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import zyx
+from zyx import search
+from zyx.backend import Device, Program
+from zyx.config import AutotuneSection
+from zyx.graph.lower import KernelSpec
+from zyx.graph.schedule import Graph, schedule
+from zyx.ir.ops import Kernel
+from zyx.runtime import local_size
+
+
+def _softmax(x: Any) -> Any:
+    e = zyx.exp(x - zyx.max(x, axis=1, keepdims=True))
+    return e / zyx.sum(e, axis=1, keepdims=True)
+
+
+WORKLOADS: dict[str, Callable[[Any], Any]] = {
+    "row sum": lambda x: zyx.sum(x, axis=1),
+    "column sum": lambda x: zyx.sum(x, axis=0),
+    "row softmax": _softmax,
+    "elementwise chain": lambda x: zyx.tanh(x * 0.5 + 1.0) - zyx.abs(x),
+}
+
+
+def _side(device: Device) -> int:
+    """Matrix side: 1 GiB of f32 on a GPU, 16 MiB on a CPU (warp of 1)."""
+    return 16384 if device.info.warp_size > 1 else 2048
+
+
+def _space(device: Device, out: Any) -> search.Generated:
+    (spec,) = schedule(Graph([out.node])).steps
+    assert isinstance(spec, KernelSpec)
+    programs: dict[tuple[Any, ...], Program] = {}
+
+    def compile(kernel: Kernel) -> Program:
+        found = programs.get(kernel.ops)
+        if found is None:
+            found = programs[kernel.ops] = device.compile(kernel)
+        return found
+
+    return search.Generated(spec, lambda n: n.realized, local_size(device, spec), compile)
+
+
+def measure(device: Device, name: str) -> dict[str, Any]:
+    side = _side(device)
+    values = np.random.default_rng(0).standard_normal((side, side)).astype(np.float32)
+    x = zyx.asarray(values, device=device)
+    out = WORKLOADS[name](x)
+    with _space(device, out) as space:
+        start = time.perf_counter()
+        planned = search.search(space, AutotuneSection())
+        seconds = time.perf_counter() - start
+        sweep = search.search(space, AutotuneSection(budget=1e9, runs=5, min_time=0.0))
+    default = space.variants()[0]
+    best = min(sweep.times, key=sweep.times.__getitem__)
+    row = {
+        "device": device.name,
+        "device_name": device.info.name,
+        "workload": name,
+        "shape": [side, side],
+        "kernel": space.name,
+        "default": default,
+        "search_s": round(seconds, 3),
+        "search_winner": planned.winner,
+        "search_timed": len(planned.times),
+        "times_ns": {str(k): v for k, v in sweep.times.items()},
+        "best": best,
+        "speedup_best": round(sweep.times[default] / sweep.times[best], 3),
+        "speedup_search": round(sweep.times[default] / sweep.times[planned.winner], 3),
+    }
+    print(
+        f"{device.name:10} {name:18} default {default:4} {sweep.times[default] / 1e3:10.1f} us"
+        f"  best {best:4} {sweep.times[best] / 1e3:10.1f} us ({row['speedup_best']:.2f}x)"
+        f"  search {seconds:.2f} s -> {planned.winner} ({row['speedup_search']:.2f}x)",
+        flush=True,
+    )
+    return row
+
+
+def main(names: list[str]) -> None:
+    devices = [zyx.device(n) for n in names] if names else zyx.devices()
+    rows = [
+        measure(d, w) for d in devices if not d.interpreted for w in WORKLOADS
+    ]  # fmt: skip
+    out = Path(os.environ.get("OUT", "."))
+    (out / "kernel_search.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
