@@ -7,6 +7,8 @@ without a GPU or without cuDNN."""
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -15,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cudnn_support import clean_environ
+from cudnn_support import clean_environ, stand_in
 
 import zyx
 from zyx.dtypes import DType
@@ -215,3 +217,34 @@ def test_through_zyx_the_claim_races_and_runs(cuda: Any, tmp_path: Path, enabled
         assert int(claimed) == 1 and int(taken) >= 1, done.stderr  # faster than generated
     else:
         assert int(claimed) == 0, done.stderr
+
+
+QUARANTINED = """
+import numpy as np, zyx
+from zyx.plugins import registry
+(cudnn,) = [b for b in registry().backends() if b.name == "cudnn"]
+rng = np.random.default_rng(9)
+a, b = rng.standard_normal((96, 64)), rng.standard_normal((64, 80))
+x, y = (zyx.asarray(v, dtype=zyx.float32, device="cuda") for v in (a, b))
+got = (x @ y).numpy()
+print(cudnn.state.value, float(np.abs(got - a @ b).max()))
+print(cudnn.reason)
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler 'cc' on PATH")
+def test_cuda_works_while_cudnn_is_quarantined(cuda: Any, tmp_path: Path) -> None:
+    """A libcudnn too old (a stand-in reporting 8.9.7, first on LD_LIBRARY_PATH, where the
+    frontend would look first too) quarantines the backend; CUDA computes as without it."""
+    old = stand_in(tmp_path / "old", 8907)
+    paths = [str(old.parent), *filter(None, [os.environ.get("LD_LIBRARY_PATH")])]
+    environ = clean_environ(tmp_path, LD_LIBRARY_PATH=os.pathsep.join(paths))
+    done = subprocess.run(
+        [sys.executable, "-c", QUARANTINED], env=environ, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    first, reason = done.stdout.splitlines()
+    state, error = first.split()
+    assert state == "quarantined" and float(error) < 1e-4
+    assert reason == f"{old} is cuDNN 8907; zyx-cudnn needs 9.0 or newer"

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cudnn_support import clean_environ
+from cudnn_support import clean_environ, stand_in
 
 from zyx.errors import ConfigError
 from zyx.plugins import Registry, State
@@ -106,22 +106,6 @@ def test_zyx_doctor_shows_the_quarantine_and_arrays_still_work(tmp_path: Path) -
 def test_the_frontends_version_is_judged(version: str | None, problem: str) -> None:
     found = library.frontend_problem(version)
     assert (problem in found) if problem else found == ""
-
-
-STAND_IN = """
-#include <stddef.h>
-size_t cudnnGetVersion(void) {{ return {version}; }}
-"""
-
-
-def stand_in(directory: Path, version: int) -> Path:
-    """A ``libcudnn.so.9`` that only answers ``cudnnGetVersion``."""
-    directory.mkdir()
-    source = directory / "cudnn.c"
-    source.write_text(STAND_IN.format(version=version))
-    lib = directory / "libcudnn.so.9"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(source)], check=True)
-    return lib
 
 
 def find_in_process(environ: dict[str, str], frontend: str | None) -> Any:
