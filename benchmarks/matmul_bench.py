@@ -4,6 +4,7 @@
     python benchmarks/matmul_bench.py --device opencl  # PoCL (or any OpenCL device)
     python benchmarks/matmul_bench.py --device cuda    # the H200 goals (issue 20, item 2)
     python benchmarks/matmul_bench.py --device host --case f32:512 --case f64:256
+    python benchmarks/matmul_bench.py --device cuda --variants   # each variant's kernels too
 
 A case is ``dtype:n`` (n x n times n x n) or ``dtype:batch:n`` (batched); ``--json PATH``
 writes the rows. zyx's first call of a shape races core's generated matmul (zyx.graph.matmul)
@@ -12,6 +13,8 @@ against the generic lowering and keeps the faster (zyx.runtime); what is timed i
 the host, torch (on the device, f32 in true fp32: ``allow_tf32 = False``), torch.compile,
 cupy and tinygrad on CUDA. Each number is the median of repeated runs after warm-up, on
 random data; each result is checked against float64 (the relative error is in the table).
+``--variants`` adds a row per variant of ``zyx.graph.matmul.variants(device)``: its kernels
+alone, timed with ``Device.launch_timed`` (the best of a few), for choosing the default.
 """
 
 from __future__ import annotations
@@ -132,6 +135,33 @@ def bench_zyx(case: Case, device: Any) -> Row:
     return Row(case.text, f"zyx ({device.name})", seconds, case.flops, error)
 
 
+def bench_variants(case: Case, device: Any) -> list[Row]:
+    """Each variant's kernels of ``case`` on ``device``, launched directly (no front end)."""
+    from zyx.graph import matmul
+    from zyx.graph.claims import matmuls
+    from zyx.graph.schedule import Graph
+
+    a = zyx.asarray(case.a, device=device).astype(case.zyx_dtype)
+    b = zyx.asarray(case.b, device=device).astype(case.zyx_dtype)
+    zyx.realize(a, b)
+    (m,) = matmuls(Graph([zyx.matmul(a, b).node]))
+    out = zyx.empty(m.output.shape, dtype=case.zyx_dtype, device=device)
+    zyx.realize(out)
+    args = [m.a.node.buffer, m.b.node.buffer, out.node.buffer]
+    rows = []
+    for variant in matmul.variants(device):
+        if not matmul.fits(variant, m, device):
+            continue
+        programs = [device.compile(k) for k in matmul.kernels(m, variant)]
+        for p in programs:
+            device.launch(p, args)
+        error = rel_error(out.astype(zyx.float64).numpy().reshape(case.reference().shape),
+                          case.reference())  # fmt: skip
+        ns = min(sum(device.launch_timed(p, args) for p in programs) for _ in range(3))
+        rows.append(Row(case.text, f"zyx {variant}", ns / 1e9, case.flops, error))
+    return rows
+
+
 def bench_numpy(case: Case) -> Row | None:
     if case.dtype not in ("f32", "f64"):
         return None
@@ -250,6 +280,7 @@ def main() -> None:
     parser.add_argument("--device", default="host", help="host, opencl, cuda or a zyx device name")
     parser.add_argument("--case", action="append", help="dtype:n or dtype:batch:n (repeatable)")
     parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument("--variants", action="store_true", help="time every variant too")
     args = parser.parse_args()
     kind = args.device.split(":")[0]
     device = zyx.device(args.device if ":" in args.device or kind == "host" else f"{kind}:0")
@@ -258,6 +289,8 @@ def main() -> None:
     for text in args.case or DEFAULT_CASES.get(kind, ["f32:512"]):
         case = Case(text, rng)
         rows.append(bench_zyx(case, device))
+        if args.variants:
+            rows.extend(bench_variants(case, device))
         rows.extend(peers(case, kind))
     load = os.getloadavg()
     print(f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "

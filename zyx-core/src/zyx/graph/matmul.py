@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from math import prod
 from typing import TYPE_CHECKING
 
@@ -130,11 +131,17 @@ def offer(graph: Graph, device: Device) -> list[Claim]:
 
 
 def claim(m: Matmul, variant: Variant) -> Claim:
-    """``m`` computed by ``variant``'s kernels."""
-    launches = [CustomLaunch(k, (("src", 0), ("src", 1), ("out", 0))) for k in kernels(m, variant)]
+    """``m`` computed by ``variant``'s kernels (built when first asked for: a claim whose
+    race was lost before is offered at every plan built, and never launched)."""
+
+    @cache
+    def launches(device: Device) -> list[CustomLaunch]:
+        args = (("src", 0), ("src", 1), ("out", 0))
+        return [CustomLaunch(kernel, args) for kernel in kernels(m, variant)]
+
     key = ("matmul", m.batch, m.n, m.m, m.k, m.a.offset, m.a.strides, m.b.offset,
            m.b.strides, m.a.node.dtype, m.b.node.dtype, m.output.dtype, variant)  # fmt: skip
-    return Claim(m.output, (m.a.node, m.b.node), key, lambda device: launches, plugin="zyx")
+    return Claim(m.output, (m.a.node, m.b.node), key, launches, plugin="zyx")
 
 
 def kernels(m: Matmul, variant: Variant) -> list[Kernel]:
