@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from zyx.dtypes import DType
+from zyx.errors import BackendError, ErrorStatus
 from zyx_cudnn.spec import Layout, Spec
 
 A, B, OUT = 1, 2, 3
@@ -24,8 +25,12 @@ OPERANDS = 10
 """The uid of the epilogue's operand 0."""
 
 
-class Unsupported(Exception):
-    """cuDNN cannot run this spec (its own message), and the generated kernels will."""
+class Unsupported(BackendError):
+    """cuDNN could not build this spec (its own message; KernelCompilation): the claim is
+    not made, or a shorter one is, and the generated kernels run the rest."""
+
+    def __init__(self, context: str) -> None:
+        super().__init__(ErrorStatus.KERNEL_COMPILATION, context)
 
 
 def build(cudnn: Any, spec: Spec, handle: Any) -> Any:
