@@ -3,8 +3,8 @@
     python benchmarks/kernel_search.py [DEVICE ...]   # writes kernel_search.json to $OUT or .
 
 For each workload (a row sum, a column sum, a row softmax, an elementwise chain; f32, on
-random data; 1 GiB matrices on a GPU, 16 MiB on a CPU) the one kernel the scheduler emits
-is searched twice, through ``zyx.search`` itself:
+random data; 1 GiB matrices on a GPU, 16 MiB on a CPU) the kernel the scheduler emits
+(or each of its stages) is searched twice, through ``zyx.search`` itself:
 
 1. as a plan build searches it, with the default ``autotune`` options (budget, runs): the
    search's wall time, compiles included, and its winner;
@@ -55,9 +55,9 @@ def _side(device: Device) -> int:
     return 16384 if device.info.warp_size > 1 else 2048
 
 
-def _space(device: Device, out: Any) -> search.Generated:
-    (spec,) = schedule(Graph([out.node])).steps
-    assert isinstance(spec, KernelSpec)
+def _spaces(device: Device, out: Any) -> list[search.Generated]:
+    """The space of each kernel of ``out``'s schedule (one, or a reduction's stages)."""
+    sched = schedule(Graph([out.node]))
     programs: dict[tuple[Any, ...], Program] = {}
 
     def compile(kernel: Kernel) -> Program:
@@ -66,15 +66,29 @@ def _space(device: Device, out: Any) -> search.Generated:
             found = programs[kernel.ops] = device.compile(kernel)
         return found
 
-    return search.Generated(spec, lambda n: n.realized, local_size(device, spec), compile)
+    spaces = []
+    for spec in sched.steps:
+        assert isinstance(spec, KernelSpec)
+
+        def is_input(n: Any, out: Any = spec.output) -> bool:
+            return n is not out and (n.realized or id(n) in sched.boundaries)
+
+        spaces.append(search.Generated(spec, is_input, local_size(device, spec), compile))
+    return spaces
 
 
-def measure(device: Device, name: str) -> dict[str, Any]:
+def measure(device: Device, name: str) -> list[dict[str, Any]]:
     side = _side(device)
     values = np.random.default_rng(0).standard_normal((side, side)).astype(np.float32)
     x = zyx.asarray(values, device=device)
-    out = WORKLOADS[name](x)
-    with _space(device, out) as space:
+    spaces = _spaces(device, WORKLOADS[name](x))
+    count = len(spaces)
+    return [_measure(s, f"{name} [{i + 1}/{count}]", side) for i, s in enumerate(spaces)]
+
+
+def _measure(space: search.Generated, name: str, side: int) -> dict[str, Any]:
+    device = space.device
+    with space:
         start = time.perf_counter()
         planned = search.search(space, AutotuneSection())
         seconds = time.perf_counter() - start
@@ -97,7 +111,7 @@ def measure(device: Device, name: str) -> dict[str, Any]:
         "speedup_search": round(sweep.times[default] / sweep.times[planned.winner], 3),
     }
     print(
-        f"{device.name:10} {name:18} default {default:4} {sweep.times[default] / 1e3:10.1f} us"
+        f"{device.name:10} {name:24} default {default:4} {sweep.times[default] / 1e3:10.1f} us"
         f"  best {best:4} {sweep.times[best] / 1e3:10.1f} us ({row['speedup_best']:.2f}x)"
         f"  search {seconds:.2f} s -> {planned.winner} ({row['speedup_search']:.2f}x)",
         flush=True,
@@ -107,9 +121,7 @@ def measure(device: Device, name: str) -> dict[str, Any]:
 
 def main(names: list[str]) -> None:
     devices = [zyx.device(n) for n in names] if names else zyx.devices()
-    rows = [
-        measure(d, w) for d in devices if not d.interpreted for w in WORKLOADS
-    ]  # fmt: skip
+    rows = [row for d in devices if not d.interpreted for w in WORKLOADS for row in measure(d, w)]
     out = Path(os.environ.get("OUT", "."))
     (out / "kernel_search.json").write_text(json.dumps(rows, indent=1))
 

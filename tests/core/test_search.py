@@ -18,6 +18,7 @@ import pytest
 
 import zyx
 from zyx import search, tuning
+from zyx.allocator import allocator
 from zyx.backend import Buffer, Device, Program
 from zyx.config import AutotuneSection
 from zyx.dtypes import DType
@@ -270,26 +271,42 @@ KINDS = {  # a thread reduce, another, a group reduce, a map
 }
 
 
+def _run_with(device: Device, target: Any, pick: Any) -> None:
+    """Run the kernels of ``target``'s schedule in order, each with the local size that
+    ``pick`` takes from its variants, each output given its buffer (as a plan does)."""
+    sched = schedule(Graph([target]))
+    for spec in sched.steps:
+        assert isinstance(spec, KernelSpec), spec
+        out = spec.output
+
+        def is_input(n: Any, out: Any = out) -> bool:
+            return n is not out and (n.realized or id(n) in sched.boundaries)
+
+        with search.Generated(spec, is_input, local_size(device, spec), device.compile) as space:
+            local = pick(space.variants())
+            ((compiled, args),) = space.launches(local)
+            device.launch(compiled, args)
+            kinds = [p.kind for p in space.lowered(local).kernel.params]
+            result = np.empty(out.nbytes, np.uint8)
+            device.pool.read(args[kinds.index(ParamKind.GLOBAL_MUT)], result)
+        buf = allocator.allocate(device.pool, max(out.nbytes, 1))
+        device.pool.write(buf, result)
+        out.realize_with(buf)
+
+
 @pytest.mark.parametrize("kind", list(KINDS))
-def test_the_extreme_local_sizes_compute_what_numpy_does(array_device: Device, kind: str) -> None:
+@pytest.mark.parametrize("pick", [min, max], ids=["fewest", "most"])
+def test_the_extreme_local_sizes_compute_what_numpy_does(
+    array_device: Device, kind: str, pick: Any
+) -> None:
+    """Every kernel of the program (one, or a reduction's stages) at the fewest or the most
+    work-items per group its search would try (the default runs in every other test)."""
     program, reference = KINDS[kind]
     values = np.random.default_rng(4).standard_normal((384, 300)).astype(np.float32)
-    out = program(zyx.asarray(values, device=array_device)).node
-    (spec,) = schedule(Graph([out])).steps
-    assert isinstance(spec, KernelSpec)
-    node = spec.output
-    with search.Generated(
-        spec, lambda n: n.realized, local_size(array_device, spec), array_device.compile
-    ) as space:
-        sizes = space.variants()
-        for local in (min(sizes), max(sizes)):  # the default runs in every other test
-            ((compiled, args),) = space.launches(local)
-            array_device.launch(compiled, args)
-            kinds = [p.kind for p in space.lowered(local).kernel.params]
-            result = np.empty(node.shape, np.float32)
-            array_device.pool.read(args[kinds.index(ParamKind.GLOBAL_MUT)], result)
-            expected = reference(values.astype(np.float64)).reshape(node.shape)
-            assert_close(result, expected, DType.F32, f"{kind}, {local} per group")
+    out = program(zyx.asarray(values, device=array_device))
+    _run_with(array_device, out.node, pick)
+    expected = reference(values.astype(np.float64))
+    assert_close(out.numpy(), expected, DType.F32, f"{kind}, {pick.__name__} per group")
 
 
 def test_a_plan_cache_hit_never_reaches_search_or_the_disk(
