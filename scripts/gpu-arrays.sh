@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The array front end on the lent H200, in one call (carry .whl): its test files on CUDA and
-# on NVIDIA's OpenCL (PoCL left out), where the time of one small op goes on CUDA, and the
-# launch-path benchmarks of issue 22 (CUDA and NVIDIA OpenCL, native and Python paths).
-# Logs and results under $OUT. ONLY=tests skips the benchmarks.
+# The array front end on the lent H200 (carry .whl): its test files on CUDA and on NVIDIA's
+# OpenCL (PoCL left out), file by file so that one slow file cannot hide the others, where
+# the time of one small op goes on CUDA, and the benchmarks of the front end, matmul,
+# reductions and the launch path. STEPS picks and orders them (default: all, in this order):
+#   STEPS="cuda-tests small-op cuda-bench" bash scripts/gpu-arrays.sh
+# Logs and results under $OUT; each step's last lines and time on stdout.
 rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
 source scripts/gpu-prelude.sh || exit 1
 export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
@@ -10,13 +12,24 @@ step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local status=$?
   tail -n 4 "$OUT/$name.log"; echo "== $name: exit $status, $((SECONDS - start)) s"; }
 nvidia=$(python3 -c "import pyopencl as cl; print(next(i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name))")
-arrays=(tests/core/test_array_*.py tests/core/test_claims.py)
-step arrays-cuda 200 python3 -m pytest "${arrays[@]}" -m cuda -q -rf --tb=short -p no:cacheprovider
-ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" step arrays-opencl 200 \
-  python3 -m pytest "${arrays[@]}" tests/opencl/test_opencl_array_runtime.py -m opencl -q -rf --tb=short -p no:cacheprovider
-step small-op 60 python3 benchmarks/small_op_profile.py --device cuda
-[ "$ONLY" = tests ] && exit 0
-step cuda-bench 150 python3 benchmarks/cuda_bench.py
-step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
-mkdir -p "$OUT/python"
-ZYX_NATIVE=0 step opencl-bench-python 120 python3 benchmarks/opencl_bench.py --platform NVIDIA --size-mib 64 --out "$OUT/python"
+arrays=(tests/core/test_array_*.py tests/core/test_claims.py tests/core/test_matmul.py)
+# Each file of the array tests on the devices of one backend (marker $1), at most $2 s each.
+tests() { for file in "${arrays[@]}"; do
+  step "$1-$(basename "$file" .py)" "$2" python3 -m pytest "$file" -m "$1" -q -rf --tb=short -p no:cacheprovider
+done; }
+for name in ${STEPS:-cuda-tests opencl-tests small-op frontend-bench matmul-bench reduce-bench cuda-bench opencl-bench}; do
+  case $name in
+    cuda-tests) tests cuda 60 ;;
+    opencl-tests) ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" tests opencl 60 ;;
+    small-op) step small-op 60 python3 benchmarks/small_op_profile.py --device cuda ;;
+    frontend-bench) step frontend-bench 150 python3 benchmarks/frontend_bench.py --device cuda ;;
+    matmul-bench) step matmul-bench 150 python3 benchmarks/matmul_bench.py --device cuda --json "$OUT/matmul_bench.json" ;;
+    reduce-bench) step reduce-bench 120 python3 benchmarks/reduce_bench.py --device cuda ;;
+    cuda-bench) step cuda-bench 150 python3 benchmarks/cuda_bench.py ;;
+    opencl-bench) step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
+      mkdir -p "$OUT/python"
+      ZYX_NATIVE=0 step opencl-bench-python 120 python3 benchmarks/opencl_bench.py --platform NVIDIA \
+        --size-mib 64 --out "$OUT/python" ;;
+    *) echo "unknown step $name" ;;
+  esac
+done
