@@ -95,9 +95,17 @@ def plan_for(spec: Spec, device: CudaDevice, tune: bool = True) -> Plan:
     return found
 
 
+FAST_PATH = ("_execute_with_raw_ptrs", "_prepare_variant_pack_template",
+             "_get_variant_pack_uids_sorted")  # fmt: skip
+"""What the launches use of the frontend's backend graph (1.32's; not its public API)."""
+
+
 def _tune(spec: Spec, device: CudaDevice, tune: bool) -> Plan:
     import cudnn
 
+    missing = [name for name in FAST_PATH if not hasattr(cudnn._pybind_module.backend_graph, name)]
+    if missing:
+        raise Unsupported(f"nvidia-cudnn-frontend {cudnn.__version__} has no {', '.join(missing)}")
     handle = _handle(cudnn, device)
     graph = build(cudnn, spec, handle)
     count = graph.get_execution_plan_count()
