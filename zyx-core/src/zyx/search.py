@@ -65,7 +65,7 @@ MIN_LOCAL = 32
 
 MAX_LOCAL = 1024
 """The most it tries: a GPU's limit. A CPU's OpenCL allows more (PoCL 4096), where a
-group reduce of 4096 work-items takes PoCL 20 s to compile and wins nothing."""
+group reduce of 4096 work-items took PoCL about 15 s to build here."""
 
 MIN_ELEMENTS = 1 << 16
 """Elements a generated kernel computes over (its output's, or its reduction's input's),
@@ -89,7 +89,8 @@ class Space(Protocol[V]):
 
     def key(self) -> str:
         """The structure of what is searched, independent of the variant: equal texts must
-        mean the same computation at the same sizes (the tuning cache's key holds it)."""
+        mean the same computation at sizes that may share a winner (the tuning cache's
+        key holds it)."""
         ...
 
     def variants(self) -> Sequence[V]:
@@ -140,8 +141,8 @@ def choose(space: Space[V], options: AutotuneSection | None = None) -> tuple[V, 
     result = search(space, options)
     times = {repr(v): t for v, t in result.times.items()}
     stored = tuning.Entry(repr(result.winner), times, space.name, space.device.name, result.seconds)
-    # A default under min_time was all that was timed: kept for this process only, so that
-    # small kernels leave nothing on disk.
+    # Only the default timed (under min_time, or the budget spent on it): kept for this
+    # process only, so that small kernels leave nothing on disk.
     disk = options.cache and len(result.times) > 1
     tuning.cache.put(key, stored, disk=disk)
     return result.winner, True
@@ -278,8 +279,11 @@ class Generated:
         return (abs(log2(size / self.default)), size)
 
     def key(self) -> str:
+        """The kernel's IR and its sizes (shape numbers, strides, offsets) each rounded up
+        to a power of two: the shapes of one such bucket share a winner, so a program of
+        many shapes searches each bucket once, not each shape."""
         lowered = self.lowered(self.default)
-        sizes = tuple(a for a in lowered.args if not isinstance(a, Node))
+        sizes = tuple(_bucket(a) for a in lowered.args if not isinstance(a, Node))
         return repr((lowered.kernel.ops, sizes))
 
     def lowered(self, local: int) -> Lowered:
@@ -316,6 +320,13 @@ class Generated:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _bucket(size: int) -> int:
+    """``size`` rounded up to a power of two, keeping its sign (an offset of a reversed
+    dim is negative)."""
+    magnitude = 1 << (abs(size) - 1).bit_length() if size else 0
+    return magnitude if size >= 0 else -magnitude
 
 
 def _zeros(device: Device, nbytes: int) -> Buffer:
