@@ -2,11 +2,11 @@
 
 An entry is one JSON file in ``cache_root() / "tune"`` (``$ZYX_CACHE_DIR/tune``, see
 ``zyx.cache``), named by the digest of its ``Key``. The key is complete, so that a winner
-measured under other conditions never comes back: the kernel's structure (its IR and size class, ``search.Space.key``),
-the device (backend, name, compute capability), what builds and runs its kernels (driver and
-compiler with their versions, ``Device.versions``), the zyx version, the search's options
-and the variants it chose among. The file holds the key's parts too, and an entry whose
-parts differ from the key asked for is a miss.
+measured under other conditions never comes back: the kernel's structure (its IR and size
+class, ``search.Space.key``), the device (backend, name, compute capability), what builds
+and runs its kernels (driver and compiler with their versions, ``Device.versions``), the
+zyx version, the search's options and the variants it chose among. The file holds the
+key's parts too, and an entry whose parts differ from the key asked for is a miss.
 
 Writes are atomic (a temporary file renamed into place): two processes or threads that
 store at once leave one whole entry. An entry that cannot be read or parsed (a damaged
