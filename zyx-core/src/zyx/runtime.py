@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, fields, replace
+from contextvars import ContextVar
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from math import prod
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,8 @@ class Stats:
     """Claims that run in place of generated kernels in the plans built."""
     searches: int = 0
     """Kernels whose variants were timed (``zyx.search``: tuning cache misses)."""
+    replays: int = 0
+    """Batches ``zyx.jit`` replayed (their kernels count in ``launches``)."""
 
     def __sub__(self, other: Stats) -> Stats:
         return Stats(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
@@ -182,6 +185,20 @@ def _arg(ref: tuple[str, Any], bufs: list[Buffer | None], leaves: Sequence[Node]
     return value
 
 
+@dataclass
+class Capture:
+    """What one thread realized while ``zyx.jit`` captured a function (``capturing``)."""
+
+    plans: list[tuple[ExecPlan, list[Node], list[Node]]] = field(default_factory=list)
+    """Each plan run, in order, with the leaves it bound and the targets it realized."""
+    reads: int = 0
+    """Values read back to Python (``Runtime.read``): what a replay could not repeat."""
+
+
+capturing: ContextVar[Capture | None] = ContextVar("capturing", default=None)
+"""The ``Capture`` of the function ``zyx.jit`` is running in this thread, if any."""
+
+
 class Runtime:
     """The plan cache, the compile cache, and the lock around both and every pool call."""
 
@@ -203,6 +220,9 @@ class Runtime:
         """``node``'s value in a new numpy array (realizing it first)."""
         import numpy as np
 
+        capture = capturing.get()
+        if capture is not None:
+            capture.reads += 1
         with self.lock:
             try:
                 self._realize([node] if not node.realized else [])
@@ -247,6 +267,9 @@ class Runtime:
             self.plans.move_to_end(key)
             _stats.plans_reused += 1
         plan.run(leaves, targets)
+        capture = capturing.get()
+        if capture is not None:
+            capture.plans.append((plan, leaves, targets))
 
     def _plan(self, targets: list[Node], leaves: list[Node]) -> ExecPlan:
         graph = Graph(targets)
