@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from array_support import data, on, reference, require
 
 import zyx
+from zyx.backend import Device
+from zyx.dtypes import DType
+from zyx.graph.lower import UNROLL, KernelSpec, Lowerer
+from zyx.graph.nodes import Node
+from zyx.graph.schedule import Graph, schedule
+from zyx.ir.ops import Kernel, Load, Loop, Param
+from zyx.testing.numerics import Array, assert_close
 
 
 def test_a_reduction_over_shared_operands_lowers_in_linear_time() -> None:
@@ -18,3 +27,101 @@ def test_a_reduction_over_shared_operands_lowers_in_linear_time() -> None:
     for _ in range(40):
         b = (b + b) * 0.5
     assert float(b.sum()) == 4.0
+
+
+# ---- reduce kernels: resident rows ------------------------------------------------------
+
+
+def _lowered(out: zyx.Tensor, local: int) -> list[Kernel]:
+    """The kernels that realizing ``out`` runs, lowered for work-groups of ``local``."""
+    graph = Graph([out.node])
+    sched = schedule(graph)
+    kernels = []
+    for spec in sched.steps:
+        assert isinstance(spec, KernelSpec)
+
+        def is_input(n: Node, spec: KernelSpec = spec) -> bool:
+            return n is not spec.output and (n.realized or id(n) in sched.boundaries)
+
+        kernels.append(Lowerer(spec, is_input, local).lower().kernel)
+    return kernels
+
+
+def _loads(kernel: Kernel) -> int:
+    return sum(isinstance(op, Load) and isinstance(kernel.ops[op.src], Param) for op in kernel.ops)
+
+
+def _softmax(x: zyx.Tensor, axis: int) -> zyx.Tensor:
+    e = zyx.exp(x - zyx.max(x, axis=axis, keepdims=True))
+    return e / zyx.sum(e, axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize(("cols", "loads"), [(1000, 4), (2048, 8), (4096, 16)])
+def test_a_softmax_row_that_fits_is_read_from_memory_once(cols: int, loads: int) -> None:
+    """Max, sum of exp and the normalized output read the row through one set of loads
+    (``RESIDENT``): a work-group of 256 holds rows up to 4096 in 16 registers per item,
+    in power-of-two classes (each a kernel of its own, for every row length it serves)."""
+    x = zyx.asarray(np.ones((3, cols), np.float32), device="host")
+    (kernel,) = _lowered(_softmax(x, 1), local=256)
+    assert not any(isinstance(op, Loop) for op in kernel.ops)
+    assert _loads(kernel) == loads
+
+
+def test_a_softmax_row_too_long_to_keep_reads_it_in_each_pass() -> None:
+    x = zyx.asarray(np.ones((3, 4097), np.float32), device="host")
+    (kernel,) = _lowered(_softmax(x, 1), local=256)
+    assert sum(isinstance(op, Loop) for op in kernel.ops) == 3  # max, sum, output
+    assert _loads(kernel) == 3 * UNROLL
+
+
+def _poison(device: Device, shape: tuple[int, ...], dtype: DType) -> None:
+    """Leave a buffer of ``shape`` and ``dtype`` holding NaN (integers: their largest value)
+    in the allocator's cache, where the next result of that size finds it: an element a
+    kernel does not write reads as poison, not as zero."""
+    fill = float("nan") if dtype.is_float else dtype.int_range[1]
+    # A 0-d result's buffer is that of one element; a 0-d full is its scalar, which a
+    # plan cannot realize yet (the runtime binds the scalar where the output buffer goes).
+    zyx.realize(zyx.full(shape or (1,), fill, dtype=dtype, device=device))
+
+
+def _check(device: Device, got: zyx.Tensor, want: Array, dtype: DType, what: str) -> None:
+    _poison(device, got.shape, got.dtype)
+    out = got.numpy()
+    if dtype.is_float:
+        assert_close(out, want, dtype, what)
+    else:
+        np.testing.assert_array_equal(out, want, what)
+
+
+ROWS = [(3, 5), (2, 2048), (3, 4096), (2, 5000), (2, 16384), (2, 16385), (300, 3)]
+"""Row lengths of every resident class (4, 8 and 16 registers per work-item, at work-groups
+of 256 and 1024) and past them (each pass reads the row again), and many short rows."""
+
+
+def _compiled_cheaply(device: Device, dtype: DType) -> None:
+    """Skip a wide dtype's run off the host: PoCL compiles each kernel of a work-group per
+    row in 5 to 25 s on two cores, and these tests compile dozens; f32 runs everywhere."""
+    if device.backend != "host" and dtype is not DType.F32:
+        pytest.skip(f"{dtype.value} on the host only (compile time on {device.name})")
+
+
+@pytest.mark.parametrize("dtype", [DType.F32, DType.F64, DType.F16])
+def test_multi_pass_row_reductions_match_numpy(array_device: Device, dtype: DType) -> None:
+    """Softmax, ``x - mean(x)`` and ``argmax(x - max(x))`` along either axis, resident or
+    not, against numpy in float64, into poisoned outputs."""
+    _compiled_cheaply(array_device, dtype)
+    require(array_device, dtype)
+    rng = np.random.default_rng(7)
+    for shape in ROWS:
+        for axis in (1, 0):
+            values = data(rng, shape, dtype)
+            x, ref = on(array_device, values), reference(values)
+            what = f"{dtype.value} {shape} along {axis}"
+            e = np.exp(ref - ref.max(axis, keepdims=True))
+            _check(array_device, _softmax(x, axis), e / e.sum(axis, keepdims=True), dtype,
+                   f"softmax of {what}")  # fmt: skip
+            centred = ref - ref.mean(axis, keepdims=True)
+            _check(array_device, x - zyx.mean(x, axis=axis, keepdims=True), centred, dtype,
+                   f"x - mean(x) of {what}")  # fmt: skip
+            top = zyx.argmax(x - zyx.max(x, axis=axis, keepdims=True), axis=axis)
+            _check(array_device, top, values.argmax(axis), DType.I64, f"argmax of {what}")

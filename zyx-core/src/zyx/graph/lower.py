@@ -16,12 +16,17 @@ Three templates:
 
 A reduce kernel runs its ``passes`` (reductions over the same rows) one after another;
 later passes and the output read earlier passes' results, and an output of the full
-shape is written in a last pass over the row (softmax in one kernel).
+shape is written in a last pass over the row (softmax in one kernel). Where the kernel
+reads its row more than once and each work-item's share of it fits in ``RESIDENT``
+registers, the row is *resident*: the passes are unrolled over the same positions, so
+every load is one expression, emitted once and kept in a register for the later passes
+(the row is read from memory once). Longer rows loop, and each pass reads them again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -40,6 +45,11 @@ MAP_LOCAL = 256
 UNROLL = 4
 """Elements a reduce kernel's work-item reads per trip of its loop: independent reads in
 flight, which a GPU needs to reach its memory bandwidth from few work-items per row."""
+
+
+RESIDENT = 16
+"""Elements of its row a work-item may hold in registers across a reduce kernel's passes
+(a power of two, ``UNROLL`` or more): a work-group of 1024 keeps a row of 16384."""
 
 
 class ScheduleError(ZyxError):
@@ -419,16 +429,26 @@ class Lowerer:
             flat = x.add(x.mul(row, size), r) if trailing else None
             return Index(x, sizes, dims=dims, flat=flat)
 
+        out = spec.output
+        row_output = out.size == rows_n and out.shape != full
+        spacing = local if spec.group else 1  # between a work-item's elements of the row
+        lane = lid if spec.group else x.const(0)  # its first element
+        reads = len(spec.passes) + (not row_output)
+        slots = resident_slots(size_n, spacing) if reads > 1 else None
+
         def steps(loop: int, source: Node, acc: DType | None) -> _Pass:
-            """``UNROLL`` elements per trip of loop ``loop``: read at a clamped position (so
-            that the reads have no branch and run in parallel), ``identity`` where the
-            position is past the row."""
-            j = x.special("loop", loop, depth=1)
-            stride = x.const(local * UNROLL if spec.group else UNROLL)
+            """``UNROLL`` elements per trip of loop ``loop`` (or, for a resident row, the
+            work-item's ``slots`` elements, the same in every pass): read at a clamped
+            position (so that the reads have no branch and run in parallel),
+            ``identity`` where the position is past the row."""
+            j: Expr | None = None
+            starts = [x.const(0)] * (slots or 0)
+            if slots is None:
+                j = x.special("loop", loop, depth=1)
+                starts = [x.mul(j, x.const(spacing * UNROLL))] * UNROLL
             out = _Pass(j, [])
-            for u in range(UNROLL):
-                offset = x.const(u * local if spec.group else u)
-                r = x.add(x.add(x.mul(j, stride), offset), lid if spec.group else x.const(0))
+            for u, start in enumerate(starts):
+                r = x.add(x.add(start, x.const(u * spacing)), lane)
                 valid = x.lt(r, size)
                 at = full_index(x.where(valid, r, x.const(0)))
                 value = self.value(source, at)
@@ -445,11 +465,10 @@ class Lowerer:
             passes.append(steps(p, node.srcs[0], acc))
             kind = DType.I64 if node.arg.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) else acc
             self.results[id(node)] = x.cast(x.result(p, kind), node.dtype)
-        out = spec.output
         slot = self.slot(out, ParamKind.GLOBAL_MUT)
         final: _Pass | None = None
         epilogue: Expr | None = None
-        if out.size == rows_n and out.shape != full:
+        if row_output:
             out_sizes = iter(sizes[d] for d in kept if full[d] != 1)
             at = Index(x, [next(out_sizes) if n != 1 else x.const(1) for n in out.shape], flat=row)
             epilogue = self.value(out, at)
@@ -497,7 +516,8 @@ class _Step:
 
 @dataclass
 class _Pass:
-    loop: Expr
+    loop: Expr | None
+    """The counter of the pass's loop over the row; ``None`` for a resident row."""
     steps: list[_Step]
 
 
@@ -516,14 +536,25 @@ class _Writer:
         step = (self.low.local if self.group else 1) * UNROLL
         return self.emit.value(x.div(x.add(self.size, x.const(step - 1)), x.const(step)))
 
+    @contextmanager
+    def over_row(self, pass_: _Pass, values: list[Expr]) -> Iterator[None]:
+        """The scope in which a pass reads its elements: a loop over the row's trips,
+        ``values``' loop-invariant parts hoisted before it; for a resident row the
+        kernel's own scope, where what one pass emits the next finds."""
+        if pass_.loop is None:
+            yield
+            return
+        self.emit.hoist(values)
+        with self.kb.loop(self.trips()) as counter, self.emit.scope():
+            self.emit.bind(pass_.loop, counter)
+            yield
+
     def passes(self, passes: list[_Pass]) -> None:
         x, kb, emit = self.low.x, self.kb, self.emit
         for p, pass_ in enumerate(passes):
             node = self.low.spec.passes[p]
             acc = _Acc(kb, node.arg.op, pass_.steps[0].value.dtype)
-            emit.hoist([s.value for s in pass_.steps])
-            with kb.loop(self.trips()) as counter, emit.scope():
-                emit.bind(pass_.loop, counter)
+            with self.over_row(pass_, [s.value for s in pass_.steps]):
                 values = [(emit.value(s.value), s.r) for s in pass_.steps]
                 for value, r in values:
                     acc.update(value, emit.value(r))
@@ -541,9 +572,7 @@ class _Writer:
             with kb.if_(emit.value(x.binary(BOp.EQ, self.lid, x.const(0)))), emit.scope():
                 kb.store(buf, emit.value(row), emit.value(epilogue))
             return
-        emit.hoist([s.value for s in final.steps])
-        with kb.loop(self.trips()) as counter, emit.scope():
-            emit.bind(final.loop, counter)
+        with self.over_row(final, [s.value for s in final.steps]):
             values = [emit.value(s.value) for s in final.steps]
             for s, value in zip(final.steps, values):
                 with kb.if_(emit.value(s.valid)), emit.scope():
@@ -662,6 +691,16 @@ def preserves_flat(v: View) -> bool:
         and all(t == Term(t.dim) for t, n in zip(v.terms, v.source) if n != 1)
         and [v.source[j] for j, n in enumerate(v.source) if n != 1] == [v.shape[d] for d in wanted]
     )
+
+
+def resident_slots(size: int, spacing: int) -> int | None:
+    """Registers per work-item that hold its elements of a row of ``size``, its work-items
+    ``spacing`` elements apart: a power of two from ``UNROLL``; ``None`` past ``RESIDENT``.
+    Powers of two keep the variants few (each compiles once for every size it serves)."""
+    need, slots = -(-size // spacing), UNROLL
+    while slots < need:
+        slots *= 2
+    return slots if slots <= RESIDENT else None
 
 
 def accumulator(op: ReduceOp, dtype: DType) -> DType:
