@@ -19,8 +19,8 @@ tests() { for file in "${arrays[@]}"; do
 done; }
 for name in ${STEPS:-cuda-tests opencl-tests small-op frontend-bench matmul-bench reduce-bench cuda-bench opencl-bench}; do
   case $name in
-    cuda-tests) tests cuda 60 ;;
-    opencl-tests) ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" tests opencl 60 ;;
+    cuda-tests) tests cuda "${FILE_LIMIT:-60}" ;;
+    opencl-tests) ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" tests opencl "${FILE_LIMIT:-60}" ;;
     small-op) step small-op 60 python3 benchmarks/small_op_profile.py --device cuda ;;
     frontend-bench) step frontend-bench 150 python3 benchmarks/frontend_bench.py --device cuda ;;
     matmul-bench) step matmul-bench 150 python3 benchmarks/matmul_bench.py --device cuda --json "$OUT/matmul_bench.json" ;;
