@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -99,6 +99,9 @@ DAMAGED = {
         {"format": 1, "key": {}, "entry": {"variant": "1", "times": {"1": "fast"}}}
     ).encode(),
     "a list": b"[1, 2, 3]",
+    "a key without variants": json.dumps(
+        {"format": 1, "key": {"kernel": "k"}, "entry": asdict(_entry())}
+    ).encode(),
     "deeply nested": b"[" * 100000 + b"]" * 100000,
     "empty": b"",
 }

@@ -315,12 +315,9 @@ def tune(
         return
     stored = cache.entries()
     table = Table("kernel", "device", "variant", "vs default", "timed", "search", box=box.SIMPLE)
-    damaged = 0
-    for item in stored:
-        entry = item.entry
-        if entry is None:
-            damaged += 1
-            continue
+    readable = [(s.entry, s) for s in stored if s.entry is not None]
+    damaged = len(stored) - len(readable)
+    for entry, item in sorted(readable, key=lambda pair: (pair[0].device, pair[0].kernel)):
         default = entry.times.get(item.parts["variants"][0])
         won = entry.times.get(entry.variant)
         gain = f"{default / won:.2f}x" if default and won else ""

@@ -195,6 +195,8 @@ def _parse(path: Path, blob: bytes) -> Stored:
         if document["format"] != FORMAT:
             raise ValueError(f"format {document['format']!r}, not {FORMAT}")
         parts = document["key"]
+        if not isinstance(parts, dict) or not isinstance(parts["variants"], list):
+            raise TypeError("its key is not an object with a list of variants")
         raw = document["entry"]
         entry = Entry(
             variant=str(raw["variant"]),
@@ -203,8 +205,6 @@ def _parse(path: Path, blob: bytes) -> Stored:
             device=str(raw["device"]),
             seconds=float(raw["seconds"]),
         )
-        if not isinstance(parts, dict):
-            raise TypeError("its key is not an object")
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as error:
         log.warning("tuning cache: %s is not an entry (%s): ignored", path, error)
         return Stored(path, None, {})
