@@ -147,17 +147,23 @@ def bench_variants(case: Case, device: Any) -> list[Row]:
     (m,) = matmuls(Graph([zyx.matmul(a, b).node]))
     out = zyx.empty(m.output.shape, dtype=case.zyx_dtype, device=device)
     zyx.realize(out)
-    args = [m.a.node.buffer, m.b.node.buffer, out.node.buffer]
     rows = []
     for variant in matmul.variants(device):
         if not matmul.fits(variant, m, device):
             continue
-        programs = [device.compile(k) for k in matmul.kernels(m, variant)]
-        for p in programs:
-            device.launch(p, args)
+        scratch = [
+            zyx.empty((n,), dtype=zyx.uint8, device=device) for n in matmul.scratch(m, variant)
+        ]
+        zyx.realize(*scratch)
+        buffers = [x.node.buffer for x in (a, b, out, *scratch)]
+        launches = [(device.compile(launch.kernel),
+                     matmul.arguments(launch, *buffers[:3], buffers[3:]))
+                    for launch in matmul.build(m, variant)]  # fmt: skip
+        for program, args in launches:
+            device.launch(program, args)
         error = rel_error(out.astype(zyx.float64).numpy().reshape(case.reference().shape),
                           case.reference())  # fmt: skip
-        ns = min(sum(device.launch_timed(p, args) for p in programs) for _ in range(3))
+        ns = min(sum(device.launch_timed(p, args) for p, args in launches) for _ in range(3))
         rows.append(Row(case.text, f"zyx {variant}", ns / 1e9, case.flops, error))
     return rows
 

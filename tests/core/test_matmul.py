@@ -11,6 +11,7 @@ import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType
 from zyx.graph import matmul
+from zyx.ir import Kernel
 from zyx.ir.ops import Storage
 from zyx.testing.matmul import CASES, Case, check_front_end, check_variant, found, operands
 
@@ -46,9 +47,21 @@ def test_the_default_fits_the_device_and_strides_are_baked_in(host: Device) -> N
     # The GPU default through local memory: 128 x 128 outputs per group of 256 items.
     v = matmul.GPU_VARIANTS[0]
     assert v.tile == (128, 128) and v.local_size == 256
-    (tiles, edge) = matmul.kernels(m, v)  # 140 columns: a full column of tiles and the rest
+    (tiles, edge) = (launch.kernel for launch in matmul.build(m, v))  # 140 columns: 128 + 12
+    assert isinstance(tiles, Kernel) and isinstance(edge, Kernel)
     assert tiles.local_size == (256, 1, 1) and edge.name.startswith("matmul_edge")
     assert any(getattr(op, "storage", None) is Storage.LOCAL for op in tiles.ops)
+    # Packed: a and b copied (in f32) as the kernel reads them, one kernel over every tile;
+    # the default where b is transposed.
+    packed = matmul.CPU_VARIANTS[1]
+    b_transposed = found(host, CASES[2], *operands(rng, DType.F32, CASES[2]))
+    assert packed.packed and matmul.default(b_transposed, host) == packed
+    packs = matmul.build(m, packed)
+    assert [launch.args for launch in packs] == [
+        (("src", 0), ("scratch", 0)), (("src", 1), ("scratch", 1)),
+        (("scratch", 0), ("scratch", 1), ("out", 0)),
+    ]  # fmt: skip
+    assert matmul.scratch(m, packed) == (2 * 136 * 37 * 4, 2 * 144 * 37 * 4)
     too_big = matmul.Variant((8, 8), (64, 64), 16)
     assert not matmul.fits(too_big, m, host)
 
@@ -64,12 +77,9 @@ def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(host: Device) -> No
     assert again.plans_reused == 1 and again.claim_races == 0
 
 
-def test_zyx_matmul_of_vectors_and_empty_dims_stays_right(host: Device) -> None:
-    """Shapes core's matmul might see at the edges: a vector side (m = 1), k = 0."""
-    rng = np.random.default_rng(4)
-    a = rng.standard_normal((5, 7)).astype(np.float32)
-    v = rng.standard_normal(7).astype(np.float32)
-    got = zyx.matmul(zyx.asarray(a, device=host), zyx.asarray(v, device=host)).numpy()
-    np.testing.assert_allclose(got, a.astype(np.float64) @ v, rtol=1e-5, atol=1e-5)
-    empty = zyx.matmul(zyx.zeros((3, 0), device=host), zyx.zeros((0, 4), device=host)).numpy()
-    assert empty.shape == (3, 4) and not empty.any()
+@pytest.mark.parametrize("variant", [matmul.CPU_VARIANTS[0], matmul.CPU_VARIANTS[1],
+                                     matmul.GPU_VARIANTS[0]], ids=str)  # fmt: skip
+def test_vectors_and_empty_contractions_match_numpy(host: Device, variant: matmul.Variant) -> None:
+    """The edges of the shapes: a column of one (a matrix times a vector), k = 0 (zeros)."""
+    check_variant(host, variant, DType.F32, Case((), (), 5, 1, 7))
+    check_variant(host, variant, DType.F32, Case((3,), (3,), 3, 4, 0))

@@ -7,7 +7,8 @@ below; the runtime races it against the generic kernels and takes it only where 
 (``zyx.runtime``), so nothing in the scheduler knows about matmuls.
 
 A kernel is described by a ``Variant`` (plain data, so that a kernel search can time
-``variants(device)`` through ``kernels(m, variant)``); without a search, ``default``
+``variants(device)`` through ``build(m, variant)`` and ``arguments``); without a search,
+``default``
 picks one by the kind of device:
 
 - **CPU** (a warp of 1: the host, PoCL): a work-group of one work-item computes a
@@ -32,7 +33,7 @@ the last full ``depth`` read global memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from math import prod
@@ -45,11 +46,18 @@ from zyx.ir.builder import KernelBuilder, Value
 from zyx.ir.ops import Kernel, ParamKind, Storage
 
 if TYPE_CHECKING:
-    from zyx.backend import Device
+    from zyx.backend import Buffer, Device
     from zyx.graph.schedule import Graph
 
 BANKS = 32
 """Banks of a GPU's local memory (NVIDIA's and AMD's), for laying out the tiles."""
+
+MIN_WORK = 1 << 16
+"""Multiply-adds from which a matmul is claimed: the generic kernel of a smaller one runs in
+microseconds, and compiling and racing these would cost a second (the C compiler's)."""
+
+PACK_LOCAL = 256
+"""Work-items per group of the kernels that pack operands."""
 
 
 @dataclass(frozen=True)
@@ -61,12 +69,15 @@ class Variant:
     work-group of ``threads[0] * threads[1]`` work-items computes a tile of
     ``block[0] * threads[0]`` rows by ``block[1] * threads[1]`` columns. ``depth`` is the
     step along k of the operand tiles a group copies into local memory; 0 reads the operands
-    from global memory (a CPU's caches tile them).
+    from global memory (a CPU's caches tile them). ``packed`` (for one work-item per group)
+    first copies a and b, in the accumulator's dtype, into scratch buffers laid out as the
+    kernel reads them: per tile, k runs of its ``block`` rows (or columns), contiguous.
     """
 
     block: tuple[int, int]
     threads: tuple[int, int] = (1, 1)
     depth: int = 0
+    packed: bool = False
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -79,13 +90,17 @@ class Variant:
 
 CPU_VARIANTS = (
     Variant((8, 16)),
+    Variant((8, 16), packed=True),
+    Variant((6, 16), packed=True),
+    Variant((4, 32), packed=True),
+    Variant((8, 8), packed=True),
     Variant((4, 16)),
     Variant((6, 16)),
-    Variant((4, 32)),
-    Variant((8, 8)),
 )
 """For a CPU, default first (the fastest at 1024^3 f32 on an AVX2 host, measured): 8 rows of
-16 columns of b, two AVX2 vectors of f32 each."""
+16 columns of b, two AVX2 vectors of f32 each. Where b's columns are not adjacent, its 16
+loads are no vector: the first packed variant is the default then (6x faster at 512^3 with
+b transposed, measured)."""
 
 GPU_VARIANTS = (
     Variant((8, 8), (16, 16), 8),
@@ -108,6 +123,8 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
     info = device.info
     if variant.local_size > min(info.max_local_threads, info.max_local_work_dims[0]):
         return False
+    if variant.packed and (variant.local_size > 1 or variant.depth):
+        return False
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
         return False  # each work-item copies as many elements of a tile
@@ -116,15 +133,21 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
 
 
 def default(m: Matmul, device: Device) -> Variant | None:
-    """The variant that runs ``m`` on ``device`` without a search, or ``None``."""
-    return next((v for v in variants(device) if fits(v, m, device)), None)
+    """The variant that runs ``m`` on ``device`` without a search, or ``None``: the first
+    that fits, or the first packed one where b's columns are not adjacent."""
+    fitting = [v for v in variants(device) if fits(v, m, device)]
+    if abs(m.b.strides[-1]) != 1:
+        return next((v for v in fitting if v.packed), fitting[0] if fitting else None)
+    return fitting[0] if fitting else None
 
 
 def offer(graph: Graph, device: Device) -> list[Claim]:
-    """A claim for each matmul of ``graph`` on ``device`` that a variant fits."""
+    """A claim for each matmul of ``graph`` on ``device`` of at least ``MIN_WORK``
+    multiply-adds that a variant fits."""
     found = []
     for m in matmuls(graph):
-        variant = default(m, device) if m.output.device is device else None
+        big = prod(m.batch) * m.n * m.m * m.k >= MIN_WORK
+        variant = default(m, device) if big and m.output.device is device else None
         if variant is not None and m.output.dtype in _ACCUMULATORS:
             found.append(claim(m, variant))
     return found
@@ -135,24 +158,92 @@ def claim(m: Matmul, variant: Variant) -> Claim:
     race was lost before is offered at every plan built, and never launched)."""
 
     @cache
-    def launches(device: Device) -> list[CustomLaunch]:
-        args = (("src", 0), ("src", 1), ("out", 0))
-        return [CustomLaunch(kernel, args) for kernel in kernels(m, variant)]
+    def launches(device: Device) -> tuple[CustomLaunch, ...]:
+        return build(m, variant)
 
     key = ("matmul", m.batch, m.n, m.m, m.k, m.a.offset, m.a.strides, m.b.offset,
            m.b.strides, m.a.node.dtype, m.b.node.dtype, m.output.dtype, variant)  # fmt: skip
-    return Claim(m.output, (m.a.node, m.b.node), key, launches, plugin="zyx")
+    return Claim(m.output, (m.a.node, m.b.node), key, launches, scratch(m, variant), "zyx")
 
 
-def kernels(m: Matmul, variant: Variant) -> list[Kernel]:
-    """The kernels that compute ``m`` as ``variant`` says, in launch order, each taking
-    ``(a, b, out)``: the tiles of full width, then the last column of tiles where the
-    output's width is not a multiple of the tile's (either may be absent)."""
+def build(m: Matmul, variant: Variant) -> tuple[CustomLaunch, ...]:
+    """The launches that compute ``m`` as ``variant`` says, in order; each binds its params
+    to ``("src", 0)`` (a), ``("src", 1)`` (b), ``("out", 0)`` and ``("scratch", j)`` (of
+    the sizes ``scratch(m, variant)``), as a ``Claim``'s do. Without packing: the tiles of
+    full width, then the last column of tiles where the output's width is not a multiple of
+    the tile's (either may be absent)."""
+    io = (("src", 0), ("src", 1), ("out", 0))
+    if variant.packed:
+        rows, cols = variant.block
+        packed = (("scratch", 0), ("scratch", 1), ("out", 0))
+        tiles = CustomLaunch(
+            _Tiles(m, variant, 0, -(-m.m // cols), clamp_cols=True).build(), packed
+        )
+        if not m.k:  # nothing to pack: the kernel stores zeros
+            return (tiles,)
+        return (
+            CustomLaunch(_pack(m, m.a, m.n, rows, along=-2), (("src", 0), ("scratch", 0))),
+            CustomLaunch(_pack(m, m.b, m.m, cols, along=-1), (("src", 1), ("scratch", 1))),
+            tiles,
+        )
     across, rest = divmod(m.m, variant.tile[1])
     found = [_Tiles(m, variant, 0, across, clamp_cols=False).build()] if across else []
     if rest:
         found.append(_Tiles(m, variant, across, 1, clamp_cols=True).build())
-    return found
+    return tuple(CustomLaunch(kernel, io) for kernel in found)
+
+
+def arguments(launch: CustomLaunch, a: Buffer, b: Buffer, out: Buffer,
+              scratch: Sequence[Buffer] = ()) -> list[Buffer]:  # fmt: skip
+    """The arguments of one of ``build``'s launches, for running it outside a plan (a
+    kernel search, a test): a, b, the output and the scratch buffers, as it binds them."""
+    named = {("src", 0): a, ("src", 1): b, ("out", 0): out}
+    bound = []
+    for arg in launch.args:
+        assert isinstance(arg, tuple), arg  # build binds every param to a buffer
+        bound.append(named[arg] if arg in named else scratch[arg[1]])
+    return bound
+
+
+def scratch(m: Matmul, variant: Variant) -> tuple[int, ...]:
+    """The bytes of each scratch buffer of ``variant``'s launches: packed a and b."""
+    if not variant.packed:
+        return ()
+    itemsize, batch = _accumulator(m).itemsize, prod(m.batch)
+    rows, cols = variant.block
+    return tuple(
+        max(batch * -(-size // block) * block * m.k * itemsize, 1)
+        for size, block in ((m.n, rows), (m.m, cols))
+    )
+
+
+def _pack(m: Matmul, x: Operand, size: int, block: int, along: int) -> Kernel:
+    """``x`` (a, rows along its dim -2; or b, columns along -1) in ``block``s: element
+    ``((batch * tiles + tile) * k + t) * block + i`` is row (column) ``tile * block + i``
+    (the last where that is past ``size``) at ``t`` along k, in the accumulator's dtype.
+    Adjacent work-items read adjacent elements of ``x``: along k where ``x`` is contiguous
+    along k, else along its rows (columns), a whole one across the tiles."""
+    kb = KernelBuilder(f"matmul_pack_{size}x{m.k}x{block}")
+    src = kb.param(x.node.dtype, name="x")
+    acc = _accumulator(m)
+    out = kb.param(acc, ParamKind.GLOBAL_MUT, name="packed")
+    tiles, other = -(-size // block), -1 if along == -2 else -2
+    total = prod(m.batch) * tiles * m.k * block
+    item = kb.group(0, -(-total // PACK_LOCAL)) * PACK_LOCAL + kb.local(0, PACK_LOCAL)
+    with kb.if_(item < total):
+        if abs(x.strides[other]) == 1:  # (batch, row, t)
+            t, index, batch = item % m.k, item / m.k % (tiles * block), item / (m.k * tiles * block)
+        else:  # (batch, t, row)
+            index, t, batch = (
+                item % (tiles * block),
+                item / (tiles * block) % m.k,
+                item / (m.k * tiles * block),
+            )
+        tile, i = index / block, index % block
+        clamped = kb.minimum(index, size - 1) if tiles * block > size else index
+        at = _batch_offset(x, m.batch, batch) + clamped * x.strides[along] + t * x.strides[other]
+        out[((batch * tiles + tile) * m.k + t) * block + i] = src[at].cast(acc)
+    return kb.build()
 
 
 _ACCUMULATORS = {
@@ -192,11 +283,11 @@ class _Tiles:
         self.m, self.v = m, variant
         self.first, self.count = first, count
         self.clamp_rows, self.clamp_cols = m.n % variant.tile[0] != 0, clamp_cols
-        edge = "_edge" if clamp_cols else ""
+        edge = "_packed" if variant.packed else "_edge" if clamp_cols else ""
         self.kb = kb = KernelBuilder(f"matmul{edge}_{m.n}x{m.m}x{m.k}")
         self.acc = _accumulator(m)
-        self.a = kb.param(m.a.node.dtype, name="a")
-        self.b = kb.param(m.b.node.dtype, name="b")
+        self.a = kb.param(self.acc if variant.packed else m.a.node.dtype, name="a")
+        self.b = kb.param(self.acc if variant.packed else m.b.node.dtype, name="b")
         self.out = kb.param(m.output.dtype, ParamKind.GLOBAL_MUT, name="out")
 
     def build(self) -> Kernel:
@@ -214,7 +305,9 @@ class _Tiles:
         acc = kb.define(self.acc, v.block[0] * v.block[1])
         for i in range(v.block[0] * v.block[1]):
             acc[i] = kb.const(0, self.acc)
-        if v.local_size == 1:
+        if v.packed:
+            self.from_packed(acc, batch * down + tile % down, batch * self.count + tile / down)
+        elif v.local_size == 1:
             row0, col0 = row0 * 1, col0 * 1  # values, also where a tile's origin is 0
             self.direct(acc, row0, col0, 0, m.k)
         else:
@@ -250,6 +343,15 @@ class _Tiles:
         s = self.m.b.strides
         col = self.kb.minimum(col, self.m.m - 1) if self.clamp_cols else col
         return self.b[self.b_base + depth * s[-2] + col * s[-1]].cast(self.acc)
+
+    def from_packed(self, acc: Value, a_tile: Value, b_tile: Value) -> None:
+        """``acc`` over k from the packed operands (``_pack``), whose tiles of this
+        work-item's rows and columns are ``a_tile`` and ``b_tile``."""
+        rows, cols = self.v.block
+        a_base, b_base = a_tile * (self.m.k * rows), b_tile * (self.m.k * cols)
+        with self.kb.loop(self.m.k) as t:
+            a_step, b_step = a_base + t * rows, b_base + t * cols
+            self.product(acc, lambda r: self.a[a_step + r], lambda c: self.b[b_step + c])
 
     def direct(self, acc: Value, row0: Value, col0: Value, start: int, stop: int) -> None:
         """``acc`` over k from ``start`` to ``stop``, its operands from global memory, for

@@ -18,6 +18,7 @@ from zyx.dtypes import DType
 from zyx.graph import matmul
 from zyx.graph.claims import Matmul, matmuls
 from zyx.graph.schedule import Graph
+from zyx.ir import Kernel
 from zyx.testing.numerics import BOUNDS, assert_close, poisoned, random
 
 Array = np.ndarray[Any, Any]
@@ -87,16 +88,20 @@ def run_variant(device: Device, variant: matmul.Variant, m: Matmul) -> Array:
     dtype = m.output.dtype
     count = prod(m.batch) * m.n * m.m
     out = device.pool.allocate(count * dtype.itemsize)
+    scratch = [device.pool.allocate(n) for n in matmul.scratch(m, variant)]
     try:
         device.pool.write(out, poisoned(dtype, count))
-        assert m.a.node.buffer is not None and m.b.node.buffer is not None
-        args = [m.a.node.buffer, m.b.node.buffer, out]
-        for kernel in matmul.kernels(m, variant):
-            device.launch(device.compile(kernel), args)
+        a, b = m.a.node.buffer, m.b.node.buffer
+        assert a is not None and b is not None
+        for launch in matmul.build(m, variant):
+            assert isinstance(launch.kernel, Kernel)
+            args = matmul.arguments(launch, a, b, out, scratch)
+            device.launch(device.compile(launch.kernel), args)
         got = np.empty(count, dtype.numpy)
         device.pool.read(out, got)
     finally:
-        device.pool.release(out)
+        for buf in (out, *scratch):
+            device.pool.release(buf)
     return got.reshape(*m.batch, m.n, m.m)
 
 
