@@ -14,7 +14,9 @@ picks one by the kind of device:
 - **CPU** (a warp of 1: the host, PoCL): a work-group of one work-item computes a
   ``block`` of outputs from operands in global memory (the caches do the tiling), its k
   loop straight-line code over the block that the C compiler vectorises: a row of the
-  block is a run of consecutive columns of B.
+  block is a run of consecutive columns of B. Packed variants first copy a and b into
+  scratch buffers in the order the k loop reads them (a transposed b's columns would be
+  16 scalar loads a step, each from another cache line).
 - **GPU**: a work-group of ``threads`` work-items computes a tile of
   ``block * threads`` outputs; each step of ``depth`` along k, the group copies the tiles of
   A and B it needs into local memory (coalesced: consecutive work-items read consecutive
@@ -22,8 +24,8 @@ picks one by the kind of device:
   in registers from them. The next step's operands are read into registers before the
   current step is computed, hiding global memory's latency behind it.
 
-Operands are read through their strides (baked in: a transposed operand costs no copy, and
-the compiler sees unit strides), batch dims included. Accumulation is in f32 for f16, bf16
+Operands are read through their strides (baked in: a transposed operand needs no copy of
+the array, and the compiler sees unit strides), batch dims included. Accumulation is in f32 for f16, bf16
 and f32, f64 for f64, ints in their own dtype. Where the output's width is not a multiple
 of the tile's, a second kernel of the same code computes the last column of tiles with
 b's columns clamped to the last (and stores only the outputs that exist); the tiles' rows
