@@ -124,9 +124,11 @@ def settings() -> AutotuneSection:
 def choose(space: Space[V], options: AutotuneSection | None = None) -> tuple[V, bool]:
     """The variant of ``space`` to run, and whether a search was run for it (the module
     docstring says when)."""
-    options = settings() if options is None else options
     variants = space.variants()
-    if not options.enabled or len(variants) == 1 or space.device.interpreted:
+    if len(variants) == 1:
+        return variants[0], False
+    options = settings() if options is None else options
+    if not options.enabled or space.device.interpreted:
         return variants[0], False
     key = tuning.Key(
         space.key(),
