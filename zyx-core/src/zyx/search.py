@@ -1,11 +1,13 @@
 """Kernel search: choosing among a kernel's variants by measured time.
 
 What is searched is a ``Space``: the variants of one kernel (or of a few kernels that run
-together), as plain hashable data with a stable ``repr``, the default first, and a way to
-build and bind each for timing. ``Generated`` is the space of a kernel the scheduler
-emitted (its local size); any other source of kernels (a generated matmul's tiles, a
-plugin's library call) plugs in the same way, and a space whose variants come from several
-sources makes them compete in one search.
+together), as plain hashable data with a stable ``repr``, the default first, and for each
+a timer (built, bound to buffers, run alone). ``Generated`` is the space of a kernel the
+scheduler emitted (its local size); any other source of kernels plugs in the same way: a
+generated matmul's tiles (``timed`` over its launches), or a plugin's claim against the
+generated kernels of its subgraph (variants such as ``"generated"`` and the claim's key,
+each timer an ``ExecPlan.time``), so that they compete in one search and their winner
+is cached like any other.
 
 ``choose(space)`` is what a plan build calls, once per kernel, as ``autotune`` says:
 
@@ -73,7 +75,10 @@ below which its local size is not searched: all its work-items fit in one wave o
 device, and the variants differ by less than a launch costs, not worth their compiles."""
 
 Launches = Sequence[tuple["Program", Sequence["Arg"]]]
-"""What one variant runs: programs and their arguments, in order."""
+"""What a variant of kernels runs: programs and their arguments, in order."""
+
+Timer = Callable[[], int]
+"""One run of a variant, timed alone: its nanoseconds (``Device.launch_timed``)."""
 
 
 class Space(Protocol[V]):
@@ -98,9 +103,10 @@ class Space(Protocol[V]):
         names each across processes."""
         ...
 
-    def launches(self, variant: V) -> Launches:
-        """``variant`` compiled and bound to buffers for timing (a ``BackendError`` where
-        this device cannot build or run it)."""
+    def timer(self, variant: V) -> Timer:
+        """``variant`` built (compiled, bound to buffers) and ready to run timed: kernels
+        through ``timed(device, launches)``, a plan through ``ExecPlan.time``. A
+        ``BackendError`` where this device cannot build or run it."""
         ...
 
 
@@ -185,14 +191,15 @@ class _Trials(Generic[V]):
         self.space = space
         self.runs = runs
         self.times: dict[V, int] = {}
-        self.launches: dict[V, Launches] = {}
+        self.timers: dict[V, Timer] = {}
         self.failure: BackendError | None = None
 
     def time(self, variant: V) -> int | None:
         """``variant``'s best time, or ``None`` where it fails to build or run (logged)."""
         try:
-            launches = self.launches[variant] = self.space.launches(variant)
-            best = self.times[variant] = _time(self.space.device, launches, self.runs)
+            timer = self.timers[variant] = self.space.timer(variant)
+            timer()  # the warm-up
+            best = self.times[variant] = min(timer() for _ in range(self.runs))
         except BackendError as error:  # this variant loses; the others may run
             log.debug("%s: %r failed: %s", self.space.name, variant, error)
             self.failure = self.failure or error
@@ -210,22 +217,18 @@ class _Trials(Generic[V]):
         winner = min(self.times, key=self.times.__getitem__)
         if winner == default or default not in self.times:
             return winner
-        device = self.space.device
         for _ in range(self.runs):
             for variant in (default, winner):
-                again = sum(device.launch_timed(p, a) for p, a in self.launches[variant])
-                self.times[variant] = min(self.times[variant], again)
+                self.times[variant] = min(self.times[variant], self.timers[variant]())
         if self.times[default] <= self.times[winner]:
             log.debug("%s: %r lost to the default when timed again", self.space.name, winner)
             return default
         return winner
 
 
-def _time(device: Device, launches: Launches, runs: int) -> int:
-    """One warm-up run of ``launches``, then ``runs`` timed: the fastest, in nanoseconds."""
-    for program, args in launches:
-        device.launch_timed(program, args)
-    return min(sum(device.launch_timed(p, a) for p, a in launches) for _ in range(runs))
+def timed(device: Device, launches: Launches) -> Timer:
+    """A timer of ``launches`` on ``device``: each run alone, their nanoseconds summed."""
+    return lambda: sum(device.launch_timed(program, args) for program, args in launches)
 
 
 class Generated:
@@ -295,7 +298,12 @@ class Generated:
             found = self._lowered[local] = Lowerer(self.spec, self.is_input, local).lower()
         return found
 
+    def timer(self, variant: int) -> Timer:
+        return timed(self.device, self.launches(variant))
+
     def launches(self, variant: int) -> Launches:
+        """The kernel with ``variant`` work-items per group, compiled, and its arguments for
+        timing."""
         lowered = self.lowered(variant)
         return [(self.compile(lowered.kernel), [self._bind(a) for a in lowered.args])]
 
