@@ -132,6 +132,34 @@ def test_the_same_input_again_and_realizes_inside(array_device: Device) -> None:
     assert (ran.replays, ran.plans_built, ran.realizes) == (1, 0, 0), ran
 
 
+def test_buffers_between_kernels_are_reused_only_once_dead(array_device: Device) -> None:
+    """Intermediates of one size, realized one by one (a kernel each), some read long
+    after they were made: a buffer serves a later intermediate only after its last
+    reader."""
+
+    def stages(x: Tensor) -> Tensor:
+        a = (x * 2.0).realize()
+        b = (a + 1.0).realize()
+        c = zyx.exp(b).realize()
+        d = (c - a).realize()
+        e = (d * c).realize()
+        return e + b * a
+
+    def stages_ref(x: Array) -> Array:
+        a = x * 2.0
+        b = a + 1.0
+        c = np.exp(b)
+        d = c - a
+        return d * c + b * a
+
+    jitted = zyx.jit(stages)
+    rng = np.random.default_rng(10)
+    for call in range(3):
+        values = rng.standard_normal(64).astype(np.float32)
+        out = jitted(zyx.asarray(values, device=array_device))
+        assert_close(out.numpy(), stages_ref(values.astype(np.float64)), DType.F32, str(call))
+
+
 def test_results_of_earlier_calls_are_never_overwritten(array_device: Device) -> None:
     """Results kept across calls keep their values; dropped ones give their buffer back to
     the capture, which writes it again."""
@@ -321,3 +349,29 @@ def test_threads_share_a_jitted_function(array_device: Device) -> None:
         t.join()
     assert not errors, errors[0]
     assert jitted.cached() == 2
+
+
+def test_a_program_over_two_devices_replays_its_copies() -> None:
+    """Kernels on two devices with copies between them: recordings on each, the copies
+    in between, in order."""
+    devices = zyx.devices()
+    if len(devices) < 2:
+        pytest.skip("needs two devices")
+    home, other = devices[0], devices[1]
+
+    def there_and_back(x: Tensor) -> Tensor:
+        y = zyx.exp(x.to_device(other)) * 2.0
+        return zyx.sum(y.to_device(home) - x, axis=0)
+
+    jitted = zyx.jit(there_and_back)
+    rng = np.random.default_rng(9)
+    for call in range(3):
+        values = rng.standard_normal((5, 6)).astype(np.float32)
+        before = zyx.stats()
+        out = jitted(zyx.asarray(values, device=home))
+        ran = zyx.stats() - before
+        v = values.astype(np.float64)
+        assert_close(out.numpy(), (np.exp(v) * 2.0 - v).sum(axis=0), DType.F32, f"call {call}")
+        assert out.device is home
+        if call:
+            assert (ran.replays, ran.copies, ran.plans_built) == (1, 2, 0), ran
