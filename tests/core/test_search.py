@@ -64,7 +64,7 @@ def _chain(trips: int, local: int = 64) -> Kernel:
 @dataclass
 class Chains:
     """A space of hand-written kernels whose times differ by design: variant ``t`` runs
-    ``t`` trips (``-1``: a local size past the device's limit, which fails to compile)."""
+    ``t`` trips (negative: a local size past the device's limit, which fails to compile)."""
 
     device: Device
     trips: tuple[int, ...] = (64, 1, 512, 32)
@@ -86,7 +86,7 @@ class Chains:
     def timer(self, variant: int) -> search.Timer:
         self.timed.append(variant)
         too_many = 2 * self.device.info.max_local_threads
-        kernel = _chain(1, too_many) if variant == -1 else _chain(variant)
+        kernel = _chain(1, too_many) if variant < 0 else _chain(variant)
         return search.timed(self.device, [(self.device.compile(kernel), [self.a, self.out])])
 
 
@@ -162,6 +162,15 @@ def test_a_variant_that_fails_to_compile_drops_out(host: Device) -> None:
     assert result.winner == 1 and set(result.times) == {32, 1}
     with pytest.raises(BackendError, match="local"):
         search.search(Chains(host, trips=(-1,)), FAST)
+
+
+def test_where_no_variant_can_be_timed_the_default_runs_untimed(
+    host: Device, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="zyx.tune"):
+        assert search.choose(Chains(host, trips=(-1, -2)), FAST) == (-1, False)
+    assert "no variant could be timed" in caplog.text
+    assert not tuning.cache.folder.exists()
 
 
 def test_the_interpreter_is_never_searched() -> None:

@@ -15,13 +15,15 @@ is cached like any other.
   (their times say nothing about compiled code): the default, nothing timed;
 - a hit in the tuning cache (``zyx.tuning``; its key holds everything the result depends
   on): the cached winner, nothing timed;
-- else a search: each variant compiled and timed with ``Device.launch_timed`` (one warm-up
-  run, then the best of ``runs``), the default first; a default faster than ``min_time``
-  ends it there (nothing to win that a launch's overhead would not eat); a variant starts
-  only where the costliest one so far still fits in what is left of ``budget`` seconds; a
-  variant that fails to compile or run drops out (logged). The fastest, where it beats
-  the default again when both are timed anew, wins and is cached (on disk where ``cache``
-  is on).
+- else a search: each variant compiled and timed with ``Device.launch_timed`` (one
+  warm-up run, then the best of ``runs``), the default first; a default faster than
+  ``min_time`` ends it there (nothing to win that a launch's overhead would not eat); a
+  variant starts only where the costliest one so far still fits in what is left of
+  ``budget`` seconds; a variant that fails to compile or run drops out (logged). The
+  fastest, where it beats the default again when both are timed anew, wins and is cached
+  (on disk where ``cache`` is on). Where no variant can be timed (memory for the timing
+  buffers?), the default runs untimed: a default that cannot be built raises its error
+  when the plan builds it.
 
 Measurements and winners are logged on ``zyx.tune`` (``ZYX_DEBUG=256``). A search that runs
 longer than a second shows a progress bar on stderr where stderr is a terminal (not in CI,
@@ -146,7 +148,12 @@ def choose(space: Space[V], options: AutotuneSection | None = None) -> tuple[V, 
     named = {} if entry is None else {repr(v): v for v in variants}
     if entry is not None and entry.variant in named:
         return named[entry.variant], False
-    result = search(space, options)
+    try:
+        result = search(space, options)
+    except BackendError as error:  # none could run (memory for the timing buffers?)
+        log.warning("%s on %s: no variant could be timed, the default runs: %s", space.name,
+                    space.device.name, error)  # fmt: skip
+        return variants[0], False
     times = {repr(v): t for v, t in result.times.items()}
     stored = tuning.Entry(repr(result.winner), times, space.name, space.device.name, result.seconds)
     # Only the default timed (under min_time, or the budget spent on it): kept for this
