@@ -12,7 +12,9 @@
 2. A 100-kernel program: 100 steps ``y = y * 1.0001 + b`` on 1024 f32, each realized on
    its own (one kernel each; torch: ``torch.add(b, y, alpha=1.0001)``, one kernel; numpy:
    two ufuncs): µs per kernel, calls in a burst of ``--burst`` with one synchronize at the
-   end (the launch rate), and per call with a synchronize each (latency).
+   end (the launch rate), and per call with a synchronize each (latency). The row "x
+   alternating" passes one of two arrays in turn, so each replay rebinds the first
+   launch's input (``Recording.set_arg``).
 
 Goals on the H200 (issue 20): a replayed kernel ≤ 1.5 µs (torch.cuda.CUDAGraph 1.03), the
 20-op program through jit ≤ 30 µs (torch eager 223). Times are wall clock, median of
@@ -195,8 +197,16 @@ def kernel_rows(device: Any, peers: Torch, repeats: int, burst: int) -> list[Row
     _check("zyx jit replay", jitted(x, b).numpy(), want)
     ran = zyx.stats() - before
     assert (ran.replays, ran.launches, ran.plans_built) == (1, STEPS, 0), ran
+    other = zyx.asarray(hx, device=device)
+    turn = [x, other]
+
+    def alternate() -> object:
+        turn.reverse()
+        return jitted(turn[0], b)
+
     runs: list[tuple[str, Callable[[], object], Callable[[], None]]] = [
         ("zyx jit", lambda: jitted(x, b), device.synchronize),
+        ("zyx jit, x alternating (rebound each call)", alternate, device.synchronize),
         ("zyx eager", lambda: hundred_kernels(x, b), device.synchronize),
     ]
     if peers.torch is not None:
