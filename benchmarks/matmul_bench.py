@@ -11,8 +11,9 @@ writes the rows. zyx's first call of a shape races core's generated matmul (zyx.
 against the generic lowering and keeps the faster (zyx.runtime); what is timed is
 ``zyx.matmul`` + ``zyx.realize`` after that, synchronized. Peers where installed: numpy on
 the host, torch (on the device, f32 in true fp32: ``allow_tf32 = False``), torch.compile,
-cupy and tinygrad on CUDA. Each number is the median of repeated runs after warm-up, on
-random data; each result is checked against float64 (the relative error is in the table).
+cupy and tinygrad on CUDA. Each number is the median of repeated runs after warm-up, the
+runners' runs interleaved (a round runs each once), on random data; each result is checked
+against float64 (the relative error is in the table).
 ``--variants`` adds a row per variant of ``zyx.graph.matmul.variants(device)``: its kernels
 alone, timed with ``Device.launch_timed`` (the best of a few), for choosing the default.
 """
@@ -42,7 +43,7 @@ DEFAULT_CASES = {
     "opencl": ["f32:512"],
     "cuda": ["f32:4096", "bf16:8192", "bf16:64:512"],
 }
-REPEATS = 10
+REPEATS = 15
 WARMUP = 2
 
 
@@ -66,17 +67,32 @@ def parse_case(text: str) -> tuple[str, int, int]:
     return parts[0], int(parts[1]), int(parts[2])
 
 
-def median_time(run: Callable[[], Any], sync: Callable[[], None], repeats: int) -> float:
-    for _ in range(WARMUP):
-        run()
-    sync()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+@dataclass(frozen=True)
+class Runner:
+    """One implementation of a case: ``run`` computes it, ``sync`` waits for the device."""
+
+    name: str
+    run: Callable[[], Any]
+    sync: Callable[[], None]
+    error: float
+
+
+def measure(case: Case, runners: list[Runner]) -> list[Row]:
+    """Each runner's median wall time, after warm-up; the runs are interleaved (one of each
+    per round), so that a machine whose load changes skews them alike."""
+    for runner in runners:
+        for _ in range(WARMUP):
+            runner.run()
+        runner.sync()
+    times: dict[str, list[float]] = {r.name: [] for r in runners}
+    for _ in range(REPEATS):
+        for runner in runners:
+            start = time.perf_counter()
+            runner.run()
+            runner.sync()
+            times[runner.name].append(time.perf_counter() - start)
+    return [Row(case.text, r.name, statistics.median(times[r.name]), case.flops, r.error)
+            for r in runners]  # fmt: skip
 
 
 def rel_error(out: np.ndarray[Any, Any], ref: np.ndarray[Any, Any]) -> float:
@@ -120,7 +136,7 @@ class Case:
                 "f64": torch.float64}[self.dtype]  # fmt: skip
 
 
-def bench_zyx(case: Case, device: Any) -> Row:
+def bench_zyx(case: Case, device: Any) -> Runner:
     a = zyx.asarray(case.a, device=device).astype(case.zyx_dtype)
     b = zyx.asarray(case.b, device=device).astype(case.zyx_dtype)
     zyx.realize(a, b)
@@ -131,8 +147,7 @@ def bench_zyx(case: Case, device: Any) -> Row:
         return c
 
     error = rel_error(run().astype(zyx.float64).numpy(), case.reference())
-    seconds = median_time(run, device.synchronize, REPEATS)
-    return Row(case.text, f"zyx ({device.name})", seconds, case.flops, error)
+    return Runner(f"zyx ({device.name})", run, device.synchronize, error)
 
 
 def bench_variants(case: Case, device: Any) -> list[Row]:
@@ -168,17 +183,15 @@ def bench_variants(case: Case, device: Any) -> list[Row]:
     return rows
 
 
-def bench_numpy(case: Case) -> Row | None:
+def bench_numpy(case: Case) -> Runner | None:
     if case.dtype not in ("f32", "f64"):
         return None
     a, b = case.a, case.b
-    seconds = median_time(lambda: np.matmul(a, b), lambda: None, REPEATS)
-    return Row(
-        case.text, "numpy (OpenBLAS)", seconds, case.flops, rel_error(a @ b, case.reference())
-    )
+    error = rel_error(a @ b, case.reference())
+    return Runner("numpy (OpenBLAS)", lambda: np.matmul(a, b), lambda: None, error)
 
 
-def bench_torch(case: Case, on: str, compiled: bool) -> Row | None:
+def bench_torch(case: Case, on: str, compiled: bool) -> Runner | None:
     import torch
 
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -192,12 +205,11 @@ def bench_torch(case: Case, on: str, compiled: bool) -> Row | None:
         fn = torch.compile(torch.matmul, mode="max-autotune-no-cudagraphs")
     sync = torch.cuda.synchronize if on == "cuda" else (lambda: None)
     error = rel_error(fn(a, b).double().cpu().numpy(), case.reference())
-    seconds = median_time(lambda: fn(a, b), sync, REPEATS)
     name = "torch.compile" if compiled else "torch"
-    return Row(case.text, f"{name} ({on})", seconds, case.flops, error)
+    return Runner(f"{name} ({on})", lambda: fn(a, b), sync, error)
 
 
-def bench_cupy(case: Case) -> Row | None:
+def bench_cupy(case: Case) -> Runner | None:
     import cupy
 
     if case.dtype == "bf16":
@@ -206,11 +218,10 @@ def bench_cupy(case: Case) -> Row | None:
     a, b = cupy.asarray(case.a).astype(dtype), cupy.asarray(case.b).astype(dtype)
     sync = cupy.cuda.Device().synchronize
     error = rel_error(cupy.asnumpy(cupy.matmul(a, b)), case.reference())
-    seconds = median_time(lambda: cupy.matmul(a, b), sync, REPEATS)
-    return Row(case.text, "cupy", seconds, case.flops, error)
+    return Runner("cupy", lambda: cupy.matmul(a, b), sync, error)
 
 
-def bench_tinygrad(case: Case) -> Row | None:
+def bench_tinygrad(case: Case) -> Runner | None:
     from tinygrad import Device, Tensor, dtypes
 
     dtype = {"f16": dtypes.half, "bf16": dtypes.bfloat16, "f32": dtypes.float32,
@@ -219,16 +230,15 @@ def bench_tinygrad(case: Case) -> Row | None:
     b = Tensor(case.b).cast(dtype).realize()
     sync = Device[Device.DEFAULT].synchronize
     error = rel_error((a @ b).cast(dtypes.float64).numpy(), case.reference())
-    seconds = median_time(lambda: (a @ b).realize(), sync, REPEATS)
-    return Row(case.text, f"tinygrad ({Device.DEFAULT})", seconds, case.flops, error)
+    return Runner(f"tinygrad ({Device.DEFAULT})", lambda: (a @ b).realize(), sync, error)
 
 
 def installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def peers(case: Case, kind: str) -> list[Row]:
-    runs: list[Callable[[], Row | None]] = []
+def peers(case: Case, kind: str) -> list[Runner]:
+    runs: list[Callable[[], Runner | None]] = []
     if kind in ("host", "opencl"):
         runs.append(lambda: bench_numpy(case))
         if installed("torch"):
@@ -241,16 +251,16 @@ def peers(case: Case, kind: str) -> list[Row]:
             runs.append(lambda: bench_cupy(case))
         if installed("tinygrad"):
             runs.append(lambda: bench_tinygrad(case))
-    rows = []
+    found = []
     for run in runs:
         try:
-            row = run()
+            runner = run()
         except Exception as error:  # noqa: BLE001 - a peer that fails is reported, not fatal
             print(f"  (a peer failed on {case.text}: {type(error).__name__}: {error})")
             continue
-        if row is not None:
-            rows.append(row)
-    return rows
+        if runner is not None:
+            found.append(runner)
+    return found
 
 
 def hardware(device: Any, kind: str) -> str:
@@ -294,10 +304,9 @@ def main() -> None:
     rows: list[Row] = []
     for text in args.case or DEFAULT_CASES.get(kind, ["f32:512"]):
         case = Case(text, rng)
-        rows.append(bench_zyx(case, device))
+        rows.extend(measure(case, [bench_zyx(case, device), *peers(case, kind)]))
         if args.variants:
             rows.extend(bench_variants(case, device))
-        rows.extend(peers(case, kind))
     load = os.getloadavg()
     print(f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
           f"hardware: {hardware(device, kind)}; load average {load[0]:.1f}; "
