@@ -32,7 +32,7 @@ from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
 from zyx.graph import claims
 from zyx.graph.claims import Claim
-from zyx.graph.lower import MAP_LOCAL, KernelSpec, Lowerer, preserves_flat
+from zyx.graph.lower import MAP_LOCAL, KernelSpec, preserves_flat
 from zyx.graph.nodes import LEAVES, Custom, Node, Op, leaf
 from zyx.graph.schedule import Graph, schedule
 
