@@ -164,16 +164,19 @@ class Jit(Generic[P, R]):
 
     def _capture(self, key: Hashable, arrays: list[Tensor], args: Any, kwargs: Any) -> R:
         rt.runtime.realize(a.node for a in arrays)
-        inputs = [a.node for a in arrays]
+        stand_ins = _StandIns(arrays)
         capture = rt.Capture()
         token = rt.capturing.set(capture)
         try:
-            result = self.fn(*args, **kwargs)
+            result = self.fn(
+                *[stand_ins.of(a) for a in args], **{k: stand_ins.of(v) for k, v in kwargs.items()}
+            )
             outputs, pack = _results(self.__name__, result)
             rt.runtime.realize(t.node for t in outputs)
         finally:
             rt.capturing.reset(token)
-        reason = _unreplayable(capture, arrays, inputs, self._describe, args, kwargs)
+        inputs = stand_ins.nodes
+        reason = _unreplayable(capture, stand_ins.changed(), self._describe, args, kwargs)
         entry: _Batch | str
         if reason is not None:
             log.warning("jit(%s) runs eagerly for this signature: %s", self.__name__, reason)
@@ -213,7 +216,7 @@ def _results(name: str, result: Any) -> tuple[list[Tensor], type | None]:
     """The arrays ``fn`` returned, and the sequence type holding them (``None``: one)."""
     if isinstance(result, Tensor):
         return [result], None
-    if isinstance(result, (tuple, list)) and all(isinstance(r, Tensor) for r in result):
+    if type(result) in (tuple, list) and all(isinstance(r, Tensor) for r in result):
         return list(result), type(result)
     raise TypeError(
         f"jit({name}): the function must return a zyx array or a tuple or list of them, "
@@ -223,24 +226,66 @@ def _results(name: str, result: Any) -> tuple[list[Tensor], type | None]:
 
 def _unreplayable(
     capture: rt.Capture,
-    arrays: list[Tensor],
-    inputs: list[Node],
+    changed: list[Tensor],
     describe: Callable[[int | str], str],
     args: Sequence[Any],
     kwargs: dict[str, Any],
 ) -> str | None:
-    """Why the captured run cannot be replayed, or ``None``."""
+    """Why the captured run cannot be replayed (it read values, or changed the arguments
+    ``changed`` in place), or ``None``."""
     if capture.reads:
         return (
             f"it read values back to Python {capture.reads} time(s) (float(x), x.numpy(), "
             "nonzero, ...): a replay cannot repeat a decision made on data"
         )
-    for array, node in zip(arrays, inputs):
-        if array.node is not node:
-            named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
-            where = next(w for w, v in named if v is array)
-            return f"it changed {describe(where)} in place, which a replay would not"
+    if changed:
+        named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
+        which = ", ".join(describe(w) for w, v in named if any(v is t for t in changed))
+        return f"it changed {which} in place, which a replay would not"
     return None
+
+
+class _StandIns:
+    """What ``fn`` gets at capture in place of each array argument: a new array over the
+    same buffer, so that the capture tells an argument from the same array reached
+    another way (a closure's constant, which a replay must not rebind). An argument that
+    ``fn`` changes in place is changed in the caller's array too, as an eager call would."""
+
+    def __init__(self, arrays: list[Tensor]) -> None:
+        with rt.runtime.lock:
+            try:
+                self.nodes = [_share(a.node) for a in arrays]
+            finally:
+                allocator.drain()
+        self._by_node = {id(a.node): n for a, n in zip(arrays, self.nodes)}
+        self._pairs: dict[int, tuple[Tensor, Tensor, Node]] = {}
+
+    def of(self, value: Any) -> Any:
+        """``value``'s stand-in (one per array object), or ``value`` if it is no array."""
+        if not isinstance(value, Tensor):
+            return value
+        pair = self._pairs.get(id(value))
+        if pair is None:
+            node = self._by_node[id(value.node)]
+            pair = self._pairs[id(value)] = (value, Tensor(node), node)
+        return pair[1]
+
+    def changed(self) -> list[Tensor]:
+        """The caller's arrays whose stand-ins ``fn`` changed in place, now changed too."""
+        changed = []
+        for array, stand_in, node in self._pairs.values():
+            if stand_in.node is not node:
+                array.node = stand_in.node
+                changed.append(array)
+        return changed
+
+
+def _share(node: Node) -> Node:
+    """A new leaf over realized ``node``'s buffer (retained: it holds a reference)."""
+    buf = node.buffer
+    assert buf is not None
+    buf.pool.retain(buf)
+    return leaf(buf, node.dtype, node.shape, node.device)
 
 
 class _Batch:
