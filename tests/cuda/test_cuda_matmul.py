@@ -1,0 +1,73 @@
+"""Core's generated matmul (``zyx.graph.matmul``) on CUDA: every GPU variant's kernels
+compile with NVRTC for sm_90, the default in bf16 and for sm_80 in f16 too (no GPU needed:
+CI runs these); on a GPU, each
+matches numpy in float64 into poisoned outputs, in f32, f16 and bf16 (f32 accumulation),
+and ``zyx.matmul`` takes it where it wins its race."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+import zyx
+from zyx.dtypes import DType
+from zyx.graph import matmul
+from zyx.ir import Kernel
+from zyx.testing.matmul import CASES, Case, check_front_end, check_variant, found, operands
+
+pytest.importorskip("cuda.bindings.nvrtc")
+
+from zyx_cuda.codegen import CudaDialect  # noqa: E402
+from zyx_cuda.compiler import Compiler  # noqa: E402
+
+if TYPE_CHECKING:
+    from zyx_cuda.device import CudaDevice
+
+pytestmark = pytest.mark.cuda
+
+
+@pytest.mark.parametrize(
+    ("arch", "dtype", "variants"),
+    [
+        ((9, 0), DType.F32, matmul.GPU_VARIANTS),
+        ((9, 0), DType.BF16, matmul.GPU_VARIANTS[:1]),
+        ((8, 0), DType.F16, matmul.GPU_VARIANTS[:1]),
+    ],
+    ids=["sm_90-f32-all", "sm_90-bf16-default", "sm_80-f16-default"],
+)
+def test_gpu_variants_compile(
+    arch: tuple[int, int],
+    dtype: DType,
+    variants: tuple[matmul.Variant, ...],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
+    case = CASES[1]
+    m = found(zyx.device("host"), case, *operands(np.random.default_rng(0), dtype, case))
+    compiler = Compiler(arch)
+    for variant in variants:
+        for launch in matmul.build(m, variant):
+            assert isinstance(launch.kernel, Kernel)
+            assert compiler.compile(CudaDialect().render(launch.kernel)).format == "cubin"
+
+
+@pytest.mark.parametrize("variant", matmul.GPU_VARIANTS, ids=str)
+def test_every_gpu_variant_matches_numpy(device: CudaDevice, variant: matmul.Variant) -> None:
+    for case in CASES:
+        check_variant(device, variant, DType.F32, case)
+
+
+@pytest.mark.parametrize("dtype", [DType.F16, DType.BF16, DType.F64], ids=str)
+def test_float_dtypes_match_numpy(device: CudaDevice, dtype: DType) -> None:
+    for case in CASES:
+        check_variant(device, matmul.variants(device)[0], dtype, case)
+
+
+def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(device: CudaDevice) -> None:
+    case = Case((4,), (4,), 512, 512, 512, b_transposed=True)
+    first = check_front_end(device, DType.F32, case, seed=6)
+    assert first.claims_offered == 1 and first.claim_races == 1 and first.claims_taken == 1
