@@ -56,7 +56,7 @@ import threading
 import types
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from zyx import runtime as rt
@@ -131,15 +131,20 @@ class Jit(Generic[P, R]):
         arrays: list[Tensor] = []
         first: dict[int, int] = {}
         parts: list[Hashable] = []
-        named = [(i, a) for i, a in enumerate(args)] + sorted(kwargs.items())
+        named: Iterable[tuple[int | str, Any]] = enumerate(args)
+        if kwargs:
+            named = [*enumerate(args), *sorted(kwargs.items())]
         for where, value in named:
             if isinstance(value, Tensor):
-                index = first.setdefault(id(value.node), len(arrays))
+                node = value.node
+                index = first.setdefault(id(node), len(arrays))
                 if index == len(arrays):
                     arrays.append(value)
-                parts.append((where, value.dtype, value.shape, value.device, index))
+                parts.append((node.dtype, node.shape, node.device, index))
             else:
-                parts.append((where, *self._static(where, value)))
+                parts.append(self._static(where, value))
+        if kwargs:  # a keyword's name is part of its signature; a position is its place
+            parts.append(tuple(sorted(kwargs)))
         return tuple(parts), arrays
 
     def _static(self, where: int | str, value: Any) -> tuple[type, Hashable]:
