@@ -7,9 +7,12 @@ comparison's bool), so the epilogue computes in f32 and rounds once, into the ou
 Numbers are pass-by-value tensors of dims (1, 1, 1): their variant-pack entries are host
 addresses holding an f32 (``zyx_cudnn.plans``).
 
-f32 without ``tf32`` keeps only plans without cuDNN's TENSOR_CORE and DOWN_CONVERT_INPUTS
-numerical notes (TF32 engines carry them), and f16/bf16 only plans without
-REDUCED_PRECISION_REDUCTION: their products accumulate in f32.
+f32 is built only with ``tf32`` (``cudnn.allow_tf32``): on the H200 (cuDNN 9.19, 2026-12-03)
+every f32 plan, those without the TENSOR_CORE and DOWN_CONVERT_INPUTS numerical notes too,
+gave TF32's error (3e-4 of the norm against float64, for 1e-5 the true-fp32 bound), so
+there is no plan zyx-cudnn can tell is true fp32, and it claims none (the generated kernels
+run f32). f16/bf16 keep only plans without REDUCED_PRECISION_REDUCTION: their products
+accumulate in f32.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ class Unsupported(BackendError):
 def build(cudnn: Any, spec: Spec, handle: Any) -> Any:
     """The graph of ``spec`` on ``handle``'s device with its plans created, not built;
     ``Unsupported`` with cuDNN's message where it cannot run it."""
+    if spec.dtype is DType.F32 and not spec.tf32:
+        raise Unsupported(
+            f"{spec.describe()}: cuDNN's f32 plans compute in TF32 (no plan is known to be true "
+            "fp32); set cudnn.allow_tf32 to claim f32 matmuls"
+        )
     types = _types(cudnn)
     graph = cudnn.pygraph(
         io_data_type=types[spec.dtype],
@@ -60,11 +68,8 @@ def build(cudnn: Any, spec: Spec, handle: Any) -> Any:
     out = values[-1]
     out.set_output(True).set_uid(OUT).set_data_type(types[spec.out.dtype])
     out.set_dim(list(spec.out.dims)).set_stride(list(spec.out.strides))
-    notes = cudnn.numerical_note
-    if spec.dtype is DType.F32 and not spec.tf32:
-        graph.deselect_numeric_notes([notes.TENSOR_CORE, notes.DOWN_CONVERT_INPUTS])
-    elif spec.dtype is not DType.F32:
-        graph.deselect_numeric_notes([notes.REDUCED_PRECISION_REDUCTION])
+    if spec.dtype is not DType.F32:
+        graph.deselect_numeric_notes([cudnn.numerical_note.REDUCED_PRECISION_REDUCTION])
     try:
         graph.validate()
         graph.build_operation_graph()

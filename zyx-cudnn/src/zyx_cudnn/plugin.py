@@ -8,7 +8,8 @@ backend ``cudnn`` is quarantined with the reason (``zyx doctor`` shows it), its 
 nothing, and CUDA works as without it. Importing this module loads no native library.
 
 Config section ``cudnn``: ``allow_tf32`` (default false) lets f32 matmuls run on TF32
-tensor cores; without it an f32 matmul is true fp32, or not claimed. ``autotune.enabled =
+tensor cores; without it f32 matmuls are not claimed (cuDNN's f32 plans were all TF32 on
+the H200: ``zyx_cudnn.graphs``). ``autotune.enabled =
 false`` takes the first plan that builds instead of timing them all.
 """
 
@@ -42,7 +43,8 @@ class CudnnSection(BackendSection):
 
     allow_tf32: Annotated[bool, Field(strict=True)] = False
     """Let f32 matmuls run on TF32 tensor cores (inputs rounded to 10 mantissa bits: a
-    relative error near 1e-3 rather than 1e-5); false keeps them true fp32. Strict: ``1``
+    relative error near 1e-3 rather than 1e-5); false leaves them to the generated kernels,
+    true fp32. Strict: ``1``
     and ``"yes"`` are errors, not a change of precision."""
 
 
