@@ -4,6 +4,10 @@ it where it wins its race. PoCL's are in tests/opencl/test_opencl_matmul.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -11,6 +15,8 @@ import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType
 from zyx.graph import matmul
+from zyx.graph.claims import matmuls
+from zyx.graph.schedule import Graph
 from zyx.ir import Kernel
 from zyx.ir.ops import Storage
 from zyx.testing.matmul import CASES, Case, check_front_end, check_variant, found, operands
@@ -83,3 +89,14 @@ def test_vectors_and_empty_contractions_match_numpy(host: Device, variant: matmu
     """The edges of the shapes: a column of one (a matrix times a vector), k = 0 (zeros)."""
     check_variant(host, variant, DType.F32, Case((), (), 5, 1, 7))
     check_variant(host, variant, DType.F32, Case((3,), (3,), 3, 4, 0))
+
+
+def test_a_gpu_takes_the_largest_tile_that_keeps_it_busy(host: Device) -> None:
+    """No GPU here: the host's DeviceInfo with a warp of 32 stands in for one (only
+    ``info`` is read)."""
+    gpu: Any = SimpleNamespace(info=replace(host.info, warp_size=32))
+    for n, want in [(4096, (128, 128)), (1024, (64, 64)), (40, (32, 64))]:
+        x = zyx.zeros((n, n), device=host)
+        (m,) = matmuls(Graph([zyx.matmul(x, x).node]))
+        chosen = matmul.default(m, gpu)
+        assert chosen is not None and chosen.tile == want and chosen.depth, (n, chosen)

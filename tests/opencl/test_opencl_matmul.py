@@ -12,6 +12,8 @@ from zyx.graph import matmul
 from zyx.testing.matmul import CASES, Case, check_front_end, check_variant
 from zyx_opencl.device import OpenCLDevice
 
+GPU_CASE = Case((8,), (8,), 1024, 1024, 512, a_transposed=True)
+
 SMALL_STAGED = matmul.Variant((2, 2), (4, 8), 8)
 """Local memory, barriers and a rest of k, in tiles small enough to need many groups."""
 
@@ -40,6 +42,9 @@ def test_float_dtypes_match_numpy(device: OpenCLDevice, dtype: DType) -> None:
 
 
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(device: OpenCLDevice) -> None:
-    case = Case((2,), (2,), 128, 96, 128, a_transposed=True)
+    """Large enough that the claim wins by far: on a CPU 2 x 128 x 96 x 128; on a GPU
+    8 x 1024 x 1024 x 512, which keeps its SMs busy."""
+    cpu = device.info.warp_size <= 1
+    case = Case((2,), (2,), 128, 96, 128, a_transposed=True) if cpu else GPU_CASE
     first = check_front_end(device, DType.F32, case, seed=5)
     assert first.claims_offered == 1 and first.claim_races == 1 and first.claims_taken == 1

@@ -25,12 +25,12 @@ picks one by the kind of device:
   current step is computed, hiding global memory's latency behind it.
 
 Operands are read through their strides (baked in: a transposed operand needs no copy of
-the array, and the compiler sees unit strides), batch dims included. Accumulation is in f32 for f16, bf16
-and f32, f64 for f64, ints in their own dtype. Where the output's width is not a multiple
-of the tile's, a second kernel of the same code computes the last column of tiles with
-b's columns clamped to the last (and stores only the outputs that exist); the tiles' rows
-past the output's last are clamped the same way. k needs no multiple: the steps of k past
-the last full ``depth`` read global memory.
+the array, and the compiler sees unit strides), batch dims included. Accumulation is in
+f32 for f16, bf16 and f32, f64 for f64, ints in their own dtype. Where the output's width
+is not a multiple of the tile's, a second kernel of the same code computes the last column
+of tiles with b's columns clamped to the last (and stores only the outputs that exist);
+the tiles' rows past the output's last are clamped the same way. k needs no multiple: the
+steps of k past the last full ``depth`` read global memory.
 """
 
 from __future__ import annotations
@@ -53,6 +53,10 @@ if TYPE_CHECKING:
 
 BANKS = 32
 """Banks of a GPU's local memory (NVIDIA's and AMD's), for laying out the tiles."""
+
+GPU_GROUPS = 256
+"""Work-groups from which a GPU's default tile is the largest: fewer leave SMs idle (an
+H200 has 132, each running 2 groups of 256 work-items of the default)."""
 
 MIN_WORK = 1 << 16
 """Multiply-adds from which a matmul is claimed: the generic kernel of a smaller one runs in
@@ -135,12 +139,19 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
 
 
 def default(m: Matmul, device: Device) -> Variant | None:
-    """The variant that runs ``m`` on ``device`` without a search, or ``None``: the first
-    that fits, or the first packed one where b's columns are not adjacent."""
+    """The variant that runs ``m`` on ``device`` without a search, or ``None``. On a CPU,
+    the first that fits, or the first packed one where b's columns are not adjacent; on a
+    GPU, the first that makes ``GPU_GROUPS`` work-groups, or else the one making most."""
     fitting = [v for v in variants(device) if fits(v, m, device)]
+    if not fitting:
+        return None
+    if device.info.warp_size > 1:
+        groups = [prod(m.batch) * -(-m.n // v.tile[0]) * -(-m.m // v.tile[1]) for v in fitting]
+        enough = [v for v, g in zip(fitting, groups, strict=True) if g >= GPU_GROUPS]
+        return enough[0] if enough else fitting[groups.index(max(groups))]
     if abs(m.b.strides[-1]) != 1:
-        return next((v for v in fitting if v.packed), fitting[0] if fitting else None)
-    return fitting[0] if fitting else None
+        return next((v for v in fitting if v.packed), fitting[0])
+    return fitting[0]
 
 
 def offer(graph: Graph, device: Device) -> list[Claim]:
