@@ -176,6 +176,24 @@ def test_results_of_earlier_calls_are_never_overwritten(array_device: Device) ->
         assert_close(b.numpy(), v + 1.0, DType.F32, "kept sum")
 
 
+def test_a_result_fed_back_as_the_next_input(array_device: Device) -> None:
+    """``x = step(x)``: each call reads the buffer the last one wrote and writes another;
+    an argument changed outside (a lazy array) is realized before the replay."""
+    step = zyx.jit(lambda x, b: zyx.tanh(x * 0.9 + b))
+    rng = np.random.default_rng(11)
+    xv, bv = rng.standard_normal((2, 30)).astype(np.float32)
+    x, b = zyx.asarray(xv, device=array_device), zyx.asarray(bv, device=array_device)
+    want = xv.astype(np.float64)
+    for i in range(6):
+        if i == 3:
+            x = x + 1.0
+            want = want + 1.0
+        x = step(x, b)
+        want = np.tanh(want * 0.9 + bv)
+        assert_close(x.numpy(), want, DType.F32, f"step {i}")
+    assert step.cached() == 1
+
+
 def test_results_that_are_inputs_constants_or_the_same_array(array_device: Device) -> None:
     weights = zyx.asarray(np.arange(4, dtype=np.float32), device=array_device)
 
