@@ -4,9 +4,9 @@
 and captures every plan the runtime realizes meanwhile (``zyx.runtime.capturing``), down
 to the realization of ``fn``'s results. From those plans it builds, per device, one
 ``Recording`` (``Device.record``) of all their launches (of those between two copies,
-where the program moves data between devices): a CUDA graph on CUDA, launches that fill
-one window on OpenCL, one pass over the launches on the host. Later calls with
-the same signature replay it: no tracing, scheduling, lowering or plan building; the
+where the program moves data between devices): a CUDA graph on CUDA, launches enqueued
+together in the OpenCL scheduler's windows (``opencl.window`` launches each), one pass
+over the launches on the host. Later calls with the same signature replay it: no tracing, scheduling, lowering or plan building; the
 input buffers are rebound where they changed (``Recording.set_arg``), and the results
 come back as new arrays.
 
