@@ -83,8 +83,8 @@ class AutotuneSection(BaseModel):
     cache: bool = True
     """Keep the winners on disk across runs (``zyx tune`` shows and clears them)."""
     budget: float = Field(default=2.0, ge=0, allow_inf_nan=False)
-    """Seconds one kernel's search may take, compiles included: a variant starts only where
-    the costliest so far still fits in what is left (the default is always timed)."""
+    """Seconds one kernel's search may take, compiles included: variants not started by then
+    are not tried (the default is always timed)."""
     runs: int = Field(default=3, ge=1, le=100)
     """Timed runs per variant, after one warm-up; the fastest counts."""
     min_time: float = Field(default=5e-5, ge=0, allow_inf_nan=False)

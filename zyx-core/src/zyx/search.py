@@ -17,13 +17,13 @@ is cached like any other.
   on): the cached winner, nothing timed;
 - else a search: each variant compiled and timed with ``Device.launch_timed`` (one
   warm-up run, then the best of ``runs``), the default first; a default faster than
-  ``min_time`` ends it there (nothing to win that a launch's overhead would not eat); a
-  variant starts only where the costliest one so far still fits in what is left of
-  ``budget`` seconds; a variant that fails to compile or run drops out (logged). The
-  fastest, where it beats the default again when both are timed anew, wins and is cached
-  (on disk where ``cache`` is on). Where no variant can be timed (memory for the timing
-  buffers?), the default runs untimed: a default that cannot be built raises its error
-  when the plan builds it.
+  ``min_time`` ends it there (nothing to win that a launch's overhead would not eat);
+  variants not started when ``budget`` seconds have passed are not tried (one started
+  runs to its end: a build cannot be cut short); a variant that fails to compile or run
+  drops out (logged). The fastest, where it beats the default again when both are timed
+  anew (``runs`` more runs each), wins and is cached (on disk where ``cache`` is on).
+  Where no variant can be timed (memory for the timing buffers?), the default runs
+  untimed: a default that cannot be built raises its error when the plan builds it.
 
 Measurements and winners are logged on ``zyx.tune`` (``ZYX_DEBUG=256``). A search that runs
 longer than a second shows a progress bar on stderr where stderr is a terminal (not in CI,
@@ -168,16 +168,13 @@ def search(space: Space[V], options: AutotuneSection) -> Result[V]:
     start = time.perf_counter()
     variants = space.variants()
     trials = _Trials(space, options.runs)
-    costliest = 0.0
     with _Bar(space.name, len(variants), start) as bar:
         for i, variant in enumerate(variants):
-            began = time.perf_counter()
-            if i and began - start + costliest > options.budget:
+            if i and time.perf_counter() - start >= options.budget:
                 log.debug("%s: budget spent, %d of %d variants timed", space.name, i, len(variants))
                 break
             best = trials.time(variant)
             bar.advance()
-            costliest = max(costliest, time.perf_counter() - began)
             if i == 0 and best is not None and best < options.min_time * 1e9:
                 break
     winner = trials.confirm(variants[0])
