@@ -136,20 +136,20 @@ class _Compiled(_TorchNamespace):
     """Marks torch for ``torch.compile`` of the whole program (see ``time_program``)."""
 
 
-def time_program(impl: tuple[Any, ...], work: Workload, host: Array, repeats: int) -> float:
-    """GB/s of ``work`` with implementation ``impl``, after checking its result."""
+def time_program(
+    impl: tuple[Any, ...], work: Workload, host: Array, want: tuple[Array, Array], repeats: int
+) -> float:
+    """GB/s of ``work`` with implementation ``impl``, after checking its result against
+    ``want`` (numpy's in float64, and the bound on the error)."""
     label, xp, up, down, sync = impl
     x = up(host)
     program: Callable[[Any], Any] = lambda a: work.program(xp, a)  # noqa: E731
     if isinstance(xp, _Compiled):
         program = xp.torch.compile(program)
-    got = down(program(x)).astype(np.float64)
-    wide = host.astype(np.float64)
-    error = np.abs(got - work.reference(wide))
-    bound = work.tolerance(wide)
-    if not np.all(error <= bound):
+    error = np.abs(down(program(x)).astype(np.float64) - want[0])
+    if not np.all(error <= want[1]):
         raise AssertionError(f"{label}: {work.name} is wrong (worst error {error.max():.3g})")
-    del wide, got
+    del error
     if label == "zyx":
         run: Callable[[], object] = lambda: program(x).realize()  # noqa: E731
     else:
@@ -170,7 +170,10 @@ def main() -> None:
     rows: list[Row] = []
     for work in workloads(host.nbytes):
         bench = f"{work.name}, {side}x{side} f32 (GB/s, {work.moved // host.nbytes} x the matrix)"
-        new = [row(bench, impl[0], time_program(impl, work, host, args.repeats), "GB/s")
+        wide = host.astype(np.float64)
+        want = (work.reference(wide), work.tolerance(wide))
+        del wide
+        new = [row(bench, impl[0], time_program(impl, work, host, want, args.repeats), "GB/s")
                for impl in peers.impls]  # fmt: skip
         rows += new
         print(table(new), flush=True)

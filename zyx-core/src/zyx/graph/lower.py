@@ -17,10 +17,15 @@ Three templates:
 A reduce kernel runs its ``passes`` (reductions over the same rows) one after another;
 later passes and the output read earlier passes' results, and an output of the full
 shape is written in a last pass over the row (softmax in one kernel). Where the kernel
-reads its row more than once and each work-item's share of it fits in ``RESIDENT``
-registers, the row is *resident*: the passes are unrolled over the same positions, so
-every load is one expression, emitted once and kept in a register for the later passes
-(the row is read from memory once). Longer rows loop, and each pass reads them again.
+reads its row more than once with a work-group, and each work-item's share of it fits in
+``RESIDENT`` registers, the row is *resident*: the passes are unrolled over the same
+positions, so every load is one expression, emitted once and kept in a register for the
+later passes (the row is read from memory once). Longer rows loop, and each pass reads
+them again; so do a work-item's rows (their neighbours read the same lines, from cache).
+
+A reduction the scheduler splits (``KernelSpec.chunks``, ``KernelSpec.partials``) is two
+reduce kernels: the first reduces each chunk of each row (a work-group or a work-item
+each) into a partial, the second reduces each row's partials and writes the output.
 """
 
 from __future__ import annotations
@@ -48,8 +53,10 @@ flight, which a GPU needs to reach its memory bandwidth from few work-items per 
 
 
 RESIDENT = 16
-"""Elements of its row a work-item may hold in registers across a reduce kernel's passes
-(a power of two, ``UNROLL`` or more): a work-group of 1024 keeps a row of 16384."""
+"""Elements of its row a work-item holds in registers across a reduce kernel's passes: a
+work-group of 1024 keeps a row of 16384, one of 256 a row of 4096. One size for every
+row, so that one kernel serves every row length up to it (a shorter row leaves some
+registers unused, their loads masked)."""
 
 
 class ScheduleError(ZyxError):
@@ -66,6 +73,14 @@ class KernelSpec:
     """The reductions it computes, in order; none for a map kernel."""
     group: bool = False
     """Reduce rows with a work-group each (else a work-item each)."""
+    chunks: int = 1
+    """Each row is reduced in this many chunks, a work-group (or work-item) each: the
+    output is a partial reduction of one pass, of the full shape with the reduced axes
+    of size 1 but the first, which holds the chunks (a first stage, ``zyx.graph.schedule``
+    splits reductions that have too few rows to fill a device)."""
+    partials: Node | None = None
+    """The one pass reduces these partial results (a first stage's output) instead of
+    its source: the second stage."""
 
     @property
     def reduction(self) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
@@ -73,7 +88,11 @@ class KernelSpec:
         if not self.passes:
             return None
         first = self.passes[0]
-        return first.srcs[0].shape, first.arg.axes
+        return self.source(first).shape, first.arg.axes
+
+    def source(self, reduction: Node) -> Node:
+        """What pass ``reduction`` reads: its source, or the partials of a first stage."""
+        return self.partials if self.partials is not None else reduction.srcs[0]
 
 
 @dataclass
@@ -413,10 +432,25 @@ class Lowerer:
         kept, red = self.row_split()
         sizes = self.sizes(full)
         rows_n, size_n = prod(full[d] for d in kept), prod(full[d] for d in red)
-        rows, size = self.count(rows_n), self.count(size_n)
+        chunked = spec.chunks > 1
+        lines_n = spec.output.size if chunked else rows_n  # what a group or an item reduces
+        lines, size = self.count(lines_n), self.count(size_n)
         gid, lid = x.special("gid", 0), x.special("lid", 0)
         row = gid if spec.group else x.add(x.mul(gid, x.const(local)), lid)
-        self.row_dims = Index(x, [sizes[d] for d in kept], flat=row).dims
+        start, reach, line = x.const(0), size, row  # a line: its first and count, its row
+        if chunked:  # ``row`` is an element of the output: a row's chunk
+            count = self.sym(spec.chunks)
+            part_sizes = [
+                sizes[d] if d in kept else count if d == red[0] else x.const(1)
+                for d in range(len(full))
+            ]
+            dims = Index(x, part_sizes, flat=row).dims
+            self.row_dims = tuple(dims[d] for d in kept)
+            reach = self.count(-(-size_n // spec.chunks))
+            start = x.mul(dims[red[0]], reach)
+            line = Index(x, [sizes[d] for d in kept], dims=self.row_dims).flat
+        else:
+            self.row_dims = Index(x, [sizes[d] for d in kept], flat=row).dims
         trailing = red == list(range(len(full) - len(red), len(full)))
 
         def full_index(r: Expr) -> Index:
@@ -426,15 +460,16 @@ class Lowerer:
                 dims[d] = e
             for d, e in zip(red, rdims):
                 dims[d] = e
-            flat = x.add(x.mul(row, size), r) if trailing else None
+            flat = x.add(x.mul(line, size), r) if trailing else None
             return Index(x, sizes, dims=dims, flat=flat)
 
         out = spec.output
-        row_output = out.size == rows_n and out.shape != full
+        row_output = chunked or (out.size == rows_n and out.shape != full)
         spacing = local if spec.group else 1  # between a work-item's elements of the row
         lane = lid if spec.group else x.const(0)  # its first element
         reads = len(spec.passes) + (not row_output)
-        slots = resident_slots(size_n, spacing) if reads > 1 else None
+        resident = spec.group and reads > 1 and size_n <= RESIDENT * spacing
+        slots = RESIDENT if resident else None
 
         def steps(loop: int, source: Node, acc: DType | None) -> _Pass:
             """``UNROLL`` elements per trip of loop ``loop`` (or, for a resident row, the
@@ -447,9 +482,12 @@ class Lowerer:
                 j = x.special("loop", loop, depth=1)
                 starts = [x.mul(j, x.const(spacing * UNROLL))] * UNROLL
             out = _Pass(j, [])
-            for u, start in enumerate(starts):
-                r = x.add(x.add(start, x.const(u * spacing)), lane)
-                valid = x.lt(r, size)
+            for u, first in enumerate(starts):
+                offset = x.add(x.add(first, x.const(u * spacing)), lane)  # in the line
+                r = x.add(start, offset)
+                valid = x.lt(offset, reach)
+                if chunked:  # the last chunk may end early
+                    valid = x.binary(BOp.AND, valid, x.lt(r, size))
                 at = full_index(x.where(valid, r, x.const(0)))
                 value = self.value(source, at)
                 if acc is not None:
@@ -461,32 +499,35 @@ class Lowerer:
 
         passes = []
         for p, node in enumerate(spec.passes):
-            acc = accumulator(node.arg.op, node.srcs[0].dtype)
-            passes.append(steps(p, node.srcs[0], acc))
+            source = spec.source(node)
+            acc = accumulator(node.arg.op, source.dtype)
+            passes.append(steps(p, source, acc))
             kind = DType.I64 if node.arg.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN) else acc
             self.results[id(node)] = x.cast(x.result(p, kind), node.dtype)
         slot = self.slot(out, ParamKind.GLOBAL_MUT)
         final: _Pass | None = None
         epilogue: Expr | None = None
-        if row_output:
+        if chunked:  # a partial result, as it accumulated
+            epilogue = x.result(0, passes[0].steps[0].value.dtype)
+        elif row_output:
             out_sizes = iter(sizes[d] for d in kept if full[d] != 1)
             at = Index(x, [next(out_sizes) if n != 1 else x.const(1) for n in out.shape], flat=row)
             epilogue = self.value(out, at)
         else:
             final = steps(len(spec.passes), out, None)
         emit, kb = self._begin("r")
-        groups = kb.group(0, ceil_div(self._syms[rows.arg], 1 if spec.group else local))
+        groups = kb.group(0, ceil_div(self._syms[lines.arg], 1 if spec.group else local))
         emit.bind(gid, groups)
         emit.bind(lid, kb.local(0, local))
-        write = _Writer(self, emit, kb, size, lid, spec.group)
+        write = _Writer(self, emit, kb, reach, lid, spec.group)
         if spec.group:
             write.passes(passes)
             write.output(self._buffers[slot], final, epilogue, row)
         else:
-            with kb.if_(emit.value(x.lt(row, rows))), emit.scope():
+            with kb.if_(emit.value(x.lt(row, lines))), emit.scope():
                 write.passes(passes)
                 write.output(self._buffers[slot], final, epilogue, row)
-        groups_n = rows_n if spec.group else -(-rows_n // local)
+        groups_n = lines_n if spec.group else -(-lines_n // local)
         return Lowered(kb.build(), self.args + self.sym_args, groups_n)
 
     # ---- writing IR -----------------------------------------------------------------------
@@ -691,16 +732,6 @@ def preserves_flat(v: View) -> bool:
         and all(t == Term(t.dim) for t, n in zip(v.terms, v.source) if n != 1)
         and [v.source[j] for j, n in enumerate(v.source) if n != 1] == [v.shape[d] for d in wanted]
     )
-
-
-def resident_slots(size: int, spacing: int) -> int | None:
-    """Registers per work-item that hold its elements of a row of ``size``, its work-items
-    ``spacing`` elements apart: a power of two from ``UNROLL``; ``None`` past ``RESIDENT``.
-    Powers of two keep the variants few (each compiles once for every size it serves)."""
-    need, slots = -(-size // spacing), UNROLL
-    while slots < need:
-        slots *= 2
-    return slots if slots <= RESIDENT else None
 
 
 def accumulator(op: ReduceOp, dtype: DType) -> DType:

@@ -14,6 +14,10 @@ Local rules, each small enough to test on its own:
    the same rows: an elementwise consumer of the reduction's shape (``sum(x) / n``), or a
    consumer of the full shape that reads it broadcast along the reduced axes (``x -
    max(x)``); several reductions of the same rows become passes of one kernel (softmax).
+5. A reduction whose rows are too few to keep a device's work-items busy (``SPREAD``:
+   ``sum(x)`` of a matrix is one row, ``sum(x, axis=0)`` one work-item per column) runs in
+   two stages: each row in chunks, a work-group (or work-item) each, into partials; then
+   the partials of each row, with whatever fused after the reduction (``_split``).
 """
 
 from __future__ import annotations
@@ -22,12 +26,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
 
-from zyx.graph.lower import KernelSpec, preserves_flat
-from zyx.graph.nodes import ELEMENTWISE, LEAVES, Node, Op, walk
+from zyx.graph.lower import MAP_LOCAL, KernelSpec, accumulator, preserves_flat
+from zyx.graph.nodes import ELEMENTWISE, LEAVES, Node, Op, ReduceOp, walk
 from zyx.ir.ops import UOp
 
 EXPANSION = 8
 """Broadcast factor from which a node costing transcendental math gets its own buffer."""
+
+SPREAD = 1 << 18
+"""Work-items that keep the largest devices' memory busy (an H200: 132 SMs of 2048): a
+reduction with fewer is split into chunks until it has them (rule 5)."""
+
+CHUNK = 256
+"""Elements per work-item in a chunk at least: what a chunk's loop amortizes its start
+and its partial over (a work-group's chunk is ``MAP_LOCAL`` times as long, at least)."""
 
 _CHEAP_UNARY = frozenset({UOp.NEG, UOp.ABS, UOp.BITNOT, UOp.FLOOR, UOp.TRUNC, UOp.CEIL, UOp.RINT})
 
@@ -68,7 +80,7 @@ def schedule(graph: Graph) -> Schedule:
     out = Schedule(boundaries=boundaries)
     for node in graph.order:
         if id(node) in kernels:
-            out.steps.append(kernels[id(node)])
+            out.steps.extend(_split(graph, kernels[id(node)], boundaries))
         elif node.op in _STEPS and not node.realized:
             out.steps.append(node)
     return out
@@ -263,6 +275,33 @@ def _ancestors(graph: Graph, node: Node) -> set[int]:
     return out
 
 
+def _split(graph: Graph, spec: KernelSpec, boundaries: set[int]) -> list[KernelSpec]:
+    """``spec``, or its two stages where it is one reduction (not an arg-reduction: a
+    partial would need its index too) with an output of its rows' shape whose rows keep
+    fewer than ``SPREAD`` work-items busy (rule 5). The chunks are as many as fill
+    ``SPREAD``, each ``CHUNK`` elements per work-item or more; the partials (a new node, a
+    buffer of this plan) hold them along the first reduced axis."""
+    if len(spec.passes) != 1 or spec.passes[0].arg.op in (ReduceOp.ARGMAX, ReduceOp.ARGMIN):
+        return [spec]
+    full, axes = spec.reduction  # type: ignore[misc]
+    rows = prod(n for d, n in enumerate(full) if d not in axes)
+    width = MAP_LOCAL if spec.group else 1  # work-items per row, at least
+    chunks = min(-(-SPREAD // max(rows * width, 1)), prod(full[d] for d in axes) // (CHUNK * width))
+    if chunks < 2 or spec.output.size != rows:
+        return [spec]
+    reduction = spec.passes[0]
+    shape = tuple(
+        chunks if d == axes[0] else 1 if d in axes else n for d, n in enumerate(full)
+    )  # fmt: skip
+    dtype = accumulator(reduction.arg.op, reduction.srcs[0].dtype)
+    partials = Node(Op.REDUCE, reduction.arg, reduction.srcs, dtype, shape, reduction.device)
+    boundaries.add(id(partials))
+    first = KernelSpec(partials, [partials], group=spec.group, chunks=chunks)
+    second = KernelSpec(spec.output, spec.passes, partials=partials)
+    second.group = _group(graph, second, boundaries)
+    return [first, second]
+
+
 def _group(graph: Graph, spec: KernelSpec, boundaries: set[int]) -> bool:
     """Group layout (a work-group per row) where the rows' reduced elements are the
     contiguous ones in memory, or where there are too few rows to fill a device."""
@@ -271,6 +310,9 @@ def _group(graph: Graph, spec: KernelSpec, boundaries: set[int]) -> bool:
     size = prod(full[d] for d in axes)
     if rows < 256 and size >= 256:
         return True
+    if spec.partials is not None:  # a buffer: its last dim of more than one is contiguous
+        last = max((d for d, n in enumerate(full) if n != 1), default=None)
+        return last is not None and last in axes
     votes = [_contiguous_dim(graph, p.srcs[0], boundaries) for p in spec.passes]
     dims = [d for v in votes for d in v]
     kept = [d for d in dims if d is not None and d not in axes]
