@@ -213,6 +213,36 @@ def test_results_that_are_inputs_constants_or_the_same_array(array_device: Devic
         assert_close(s1.numpy(), xv.astype(np.float64) * yv, DType.F32)
 
 
+def test_arguments_and_results_nest_in_tuples_lists_and_dicts(array_device: Device) -> None:
+    """Parameters in a dict and a list, results in a dict holding a tuple: the structure
+    comes back as returned; another structure (other keys, another length) captures
+    again."""
+
+    def step(params: dict[str, Any], x: Tensor) -> dict[str, Any]:
+        (w, b), scale = params["layer"], params["scale"]
+        y = zyx.matmul(x, w) + b
+        return {"y": y * scale, "stats": (zyx.sum(y), [zyx.max(y)])}
+
+    jitted = zyx.jit(step)
+    rng = np.random.default_rng(12)
+    wv, bv = rng.standard_normal((6, 3)).astype(np.float32), rng.standard_normal(3)
+    bv = bv.astype(np.float32)
+    w, b = zyx.asarray(wv, device=array_device), zyx.asarray(bv, device=array_device)
+    for call in range(3):
+        xv = rng.standard_normal((4, 6)).astype(np.float32)
+        out = jitted({"layer": [w, b], "scale": 2.0}, zyx.asarray(xv, device=array_device))
+        y = xv.astype(np.float64) @ wv + bv
+        assert set(out) == {"y", "stats"} and isinstance(out["stats"], tuple)
+        assert isinstance(out["stats"][1], list)
+        assert_close(out["y"].numpy(), y * 2.0, DType.F32, f"y, call {call}")
+        assert_close(out["stats"][0].numpy(), np.asarray(y.sum()), DType.F32, "sum")
+        assert_close(out["stats"][1][0].numpy(), np.asarray(y.max()), DType.F32, "max")
+    assert jitted.cached() == 1
+    jitted({"layer": (w, b), "scale": 2.0}, zyx.asarray(xv, device=array_device))
+    jitted({"scale": 2.0, "layer": [w, b]}, zyx.asarray(xv, device=array_device))
+    assert jitted.cached() == 3
+
+
 def test_the_same_array_twice_is_another_signature(array_device: Device) -> None:
     jitted = zyx.jit(lambda a, b: a * 2.0 + b)
     xv, yv = np.random.default_rng(4).standard_normal((2, 50)).astype(np.float32)
@@ -283,12 +313,18 @@ def test_bad_arguments_raise_naming_them(array_device: Device) -> None:
     x = zyx.asarray(np.ones(3, np.float32), device=array_device)
     with pytest.raises(TypeError, match=r"argument 'x' \(position 0\) is a numpy.ndarray"):
         jitted(np.ones(3, np.float32))
-    with pytest.raises(TypeError, match=r"argument 'y' \(position 1\) is a builtins.list"):
-        jitted(x, [1.0])
-    with pytest.raises(TypeError, match="keyword argument 'y' is a builtins.dict"):
-        jitted(x, y={})
-    with pytest.raises(TypeError, match="must return a zyx array or a tuple or list"):
+    with pytest.raises(TypeError, match=r"argument 'y' \(position 1\) is a builtins.set"):
+        jitted(x, {1.0})
+    with pytest.raises(
+        TypeError, match=r"argument 'y' \(position 1\), item \[1\]\['a'\], is a builtins.object"
+    ):
+        jitted(x, [1.0, {"a": object()}])
+    with pytest.raises(TypeError, match=r"keyword argument 'y', item \['k'\], is a builtins.set"):
+        jitted(x, y={"k": set()})
+    with pytest.raises(TypeError, match="must return zyx arrays .* got float$"):
         zyx.jit(lambda x: 3.0)(x)
+    with pytest.raises(TypeError, match="must return zyx arrays .* got float in a list"):
+        zyx.jit(lambda x: [x, 3.0])(x)
     with pytest.raises(ValueError, match="cache_size must be an int of 1 or more"):
         zyx.jit(fn, cache_size=0)
     with pytest.raises(TypeError, match="jit takes a function"):

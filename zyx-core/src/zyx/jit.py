@@ -6,9 +6,10 @@ to the realization of ``fn``'s results. From those plans it builds, per device, 
 ``Recording`` (``Device.record``) of all their launches (of those between two copies,
 where the program moves data between devices): a CUDA graph on CUDA, launches enqueued
 together in the OpenCL scheduler's windows (``opencl.window`` launches each), one pass
-over the launches on the host. Later calls with the same signature replay it: no tracing, scheduling, lowering or plan building; the
-input buffers are rebound where they changed (``Recording.set_arg``), and the results
-come back as new arrays.
+over the launches on the host. Later calls with the same signature replay it: no
+tracing, scheduling, lowering or plan building; the input buffers are rebound where they
+changed (``Recording.set_arg``), and the results come back as new arrays, in the
+structure ``fn`` returned them in.
 
 The signature of a call is, per argument (positional and keyword):
 
@@ -18,6 +19,8 @@ The signature of a call is, per argument (positional and keyword):
   as the number it holds): its type and value. Scalars are *static*, as JAX's
   ``static_argnums``: ``fn`` may branch on them or build shapes from them, and each value
   is captured once. Pass a 0-D array for a number that changes from call to call.
+- a tuple, list or dict (exactly those types) of these, nested: its type and length (a
+  dict's keys, in order), and each item's part.
 
 Anything else is a ``TypeError`` that names the argument. The signatures of one jitted
 function are kept in an LRU cache of ``cache_size`` entries (``CACHE_SIZE``): a call with
@@ -83,6 +86,8 @@ Use = tuple[Recording, int, int]
 """A recorded launch argument: the recording, the launch's index in it, the position."""
 
 STATIC = (bool, int, float, str, type(None))
+CONTAINERS = (tuple, list, dict)
+"""What arguments and results may nest arrays in (exactly these types)."""
 
 
 class Jit(Generic[P, R]):
@@ -136,27 +141,46 @@ class Jit(Generic[P, R]):
         if kwargs:
             named = [*enumerate(args), *sorted(kwargs.items())]
         for where, value in named:
-            if isinstance(value, Tensor):
-                node = value.node
-                index = first.setdefault(id(node), len(arrays))
-                if index == len(arrays):
-                    arrays.append(value)
-                parts.append((node.dtype, node.shape, node.device, index))
-            else:
-                parts.append(self._static(where, value))
+            self._walk(value, (where,), parts, arrays, first)
         if kwargs:  # a keyword's name is part of its signature; a position is its place
             parts.append(tuple(sorted(kwargs)))
         return tuple(parts), arrays
 
-    def _static(self, where: int | str, value: Any) -> tuple[type, Hashable]:
+    def _walk(
+        self,
+        value: Any,
+        where: tuple[Any, ...],
+        parts: list[Hashable],
+        arrays: list[Tensor],
+        first: dict[int, int],
+    ) -> None:
+        """Add ``value``'s part of the signature (its arrays to ``arrays``): an array, a
+        static scalar, or a tuple, list or dict of them (its type, length or keys, then
+        each item's part)."""
+        if isinstance(value, Tensor):
+            node = value.node
+            index = first.setdefault(id(node), len(arrays))
+            if index == len(arrays):
+                arrays.append(value)
+            parts.append((node.dtype, node.shape, node.device, index))
+        elif type(value) in CONTAINERS:
+            items = value.items() if type(value) is dict else enumerate(value)
+            parts.append((type(value), tuple(value) if type(value) is dict else len(value)))
+            for key, item in items:
+                self._walk(item, (*where, key), parts, arrays, first)
+        else:
+            parts.append(self._static(where, value))
+
+    def _static(self, where: tuple[Any, ...], value: Any) -> tuple[type, Hashable]:
         if not isinstance(value, STATIC):
             numpy = sys.modules.get("numpy")
             if numpy is None or not isinstance(value, numpy.generic) or value.ndim:
+                item = "".join(f"[{key!r}]" for key in where[1:])
                 raise TypeError(
-                    f"jit({self.__name__}): {self._describe(where)} is a "
-                    f"{type(value).__module__}.{type(value).__qualname__}; pass a zyx array "
-                    "(zyx.asarray) or a Python scalar (bool, int, float, str, None: static, "
-                    "part of the signature)"
+                    f"jit({self.__name__}): {self._describe(where[0])}{item and f', item {item},'}"
+                    f" is a {type(value).__module__}.{type(value).__qualname__}; pass a zyx array "
+                    "(zyx.asarray), a Python scalar (bool, int, float, str, None: static, part "
+                    "of the signature), or a tuple, list or dict of them"
                 )
             value = value.item()
         # 1 == 1.0 == True and 0.0 == -0.0: the type and a float's bits tell them apart
@@ -174,9 +198,7 @@ class Jit(Generic[P, R]):
         capture = rt.Capture()
         token = rt.capturing.set(capture)
         try:
-            result = self.fn(
-                *[stand_ins.of(a) for a in args], **{k: stand_ins.of(v) for k, v in kwargs.items()}
-            )
+            result = self.fn(*_tree_map(args, stand_ins.of), **_tree_map(kwargs, stand_ins.of))
             outputs, pack = _results(self.__name__, result)
             rt.runtime.realize(t.node for t in outputs)
         finally:
@@ -204,8 +226,9 @@ class Jit(Generic[P, R]):
 def jit(fn: Callable[P, R], *, cache_size: int = CACHE_SIZE) -> Jit[P, R]:
     """``fn`` captured on its first call per signature and replayed as one batch of
     kernels afterwards (``zyx.jit.__doc__`` says what is captured, when it captures again
-    and what cannot be replayed). ``fn`` takes zyx arrays and Python scalars (static) and
-    returns an array or a tuple or list of arrays."""
+    and what cannot be replayed). ``fn`` takes zyx arrays and Python scalars (static), and
+    tuples, lists and dicts of them, and returns arrays: one, or a tuple, list or dict of
+    them (nested too)."""
     return Jit(fn, cache_size)
 
 
@@ -218,16 +241,33 @@ def _parameter_names(fn: Callable[..., Any]) -> list[str]:
     return [p.name for p in params if p.kind in positional]
 
 
-def _results(name: str, result: Any) -> tuple[list[Tensor], type | None]:
-    """The arrays ``fn`` returned, and the sequence type holding them (``None``: one)."""
-    if isinstance(result, Tensor):
-        return [result], None
-    if type(result) in (tuple, list) and all(isinstance(r, Tensor) for r in result):
-        return list(result), type(result)
-    raise TypeError(
-        f"jit({name}): the function must return a zyx array or a tuple or list of them, "
-        f"got {type(result).__name__}"
-    )
+def _results(name: str, result: Any) -> tuple[list[Tensor], Any]:
+    """The arrays ``fn`` returned, in order, and their structure: ``result`` with each
+    array replaced by its index (what ``_tree_map`` rebuilds it from)."""
+    outputs: list[Tensor] = []
+
+    def index(value: Any) -> int:
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                f"jit({name}): the function must return zyx arrays (one, or a tuple, list or "
+                f"dict of them), got {type(value).__name__}"
+                + (f" in a {type(result).__name__}" if value is not result else "")
+            )
+        outputs.append(value)
+        return len(outputs) - 1
+
+    return outputs, _tree_map(result, index)
+
+
+def _tree_map(value: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``value`` with each item that is not a tuple, list or dict replaced by ``leaf`` of
+    it, the same tuples, lists and dicts around them."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return kind(_tree_map(v, leaf) for v in value)
+    if kind is dict:
+        return {k: _tree_map(v, leaf) for k, v in value.items()}
+    return leaf(value)
 
 
 def _unreplayable(
@@ -247,6 +287,7 @@ def _unreplayable(
     if changed:
         named: list[tuple[int | str, Any]] = [*enumerate(args), *kwargs.items()]
         which = ", ".join(describe(w) for w, v in named if any(v is t for t in changed))
+        which = which or "an array inside an argument"
         return f"it changed {which} in place, which a replay would not"
     return None
 
@@ -299,9 +340,10 @@ class _Batch:
     them), the buffers they use, and where each input and result is bound."""
 
     def __init__(
-        self, capture: rt.Capture, inputs: list[Node], outputs: list[Node], pack: type | None
+        self, capture: rt.Capture, inputs: list[Node], outputs: list[Node], pack: Any
     ) -> None:
-        self.pack = pack
+        self.structure = pack
+        """The results as ``fn`` returned them, each array replaced by its index."""
         self.meta = [(n.dtype, n.shape, n.device) for n in outputs]
         flat = _Flat(capture, inputs, outputs)
         with rt.runtime.lock:
@@ -386,7 +428,7 @@ class _Batch:
                 results = self._hand_out(inputs)
             finally:
                 allocator.drain()
-        return results[0] if self.pack is None else self.pack(results)
+        return _tree_map(self.structure, results.__getitem__)
 
     def _bind(self, inputs: list[Node]) -> None:
         """Rebind the inputs whose buffers changed since the last replay, and give each
