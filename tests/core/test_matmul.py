@@ -75,7 +75,7 @@ def test_the_default_fits_the_device_and_strides_are_baked_in(host: Device) -> N
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(host: Device) -> None:
     """At 128^3 the claim is several times faster than the generic lowering on the host:
     taken once raced, then reused without a race; batched, a transposed operand."""
-    case = Case((2,), (2,), 128, 96, 128, b_transposed=True)
+    case = Case((2,), (2,), 128, 96, 128, a_transposed=True)
     first = check_front_end(host, DType.F32, case, seed=2)
     assert first.claims_offered == 1 and first.claim_races == 1 and first.claims_taken == 1
     assert first.kernels_scheduled == 0
