@@ -383,10 +383,15 @@ def test_every_buffer_is_given_back_once_the_jit_is_dropped(array_device: Device
     rng = np.random.default_rng(7)
     kept = []
     for _ in range(4):
-        x = zyx.asarray(rng.standard_normal((8, 16)).astype(np.float32), device=array_device)
-        kept.append(jitted(x))
+        values = rng.standard_normal((8, 16)).astype(np.float32)
+        kept.append((values, jitted(zyx.asarray(values, device=array_device))))
     assert settled(array_device) < start
-    del jitted, kept, x
+    del jitted
+    gc.collect()
+    for values, out in kept:  # results outlive the jit
+        want = _softmax_ref(values.astype(np.float64) @ np.ones((16, 16))) * 2.0
+        assert_close(out.numpy(), want, DType.F32)
+    del kept, out
     assert settled(array_device) == start
 
 
