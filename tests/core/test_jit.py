@@ -292,17 +292,23 @@ def test_new_shapes_dtypes_and_scalars_capture_again(array_device: Device) -> No
     assert jitted.cached() == len(seen)
 
 
-def test_the_cache_is_bounded_least_recently_used_first(array_device: Device) -> None:
+def test_the_cache_is_bounded_least_recently_used_first(
+    array_device: Device, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The least recently used capture goes first; the first overflow is logged, once."""
     jitted = zyx.jit(lambda x: x * 2.0, cache_size=2)
     replays = []
-    for n in (3, 4, 3, 5, 4, 3):
-        before = zyx.stats()
-        x = zyx.asarray(np.ones(n, np.float32), device=array_device)
-        assert_close(jitted(x).numpy(), np.full(n, 2.0), DType.F32)
-        replays.append((zyx.stats() - before).replays)
-        assert jitted.cached() <= 2
+    with caplog.at_level(logging.WARNING, logger="zyx.jit"):
+        for n in (3, 4, 3, 5, 4, 3):
+            before = zyx.stats()
+            x = zyx.asarray(np.ones(n, np.float32), device=array_device)
+            assert_close(jitted(x).numpy(), np.full(n, 2.0), DType.F32)
+            replays.append((zyx.stats() - before).replays)
+            assert jitted.cached() <= 2
     # 3 new, 4 new, 3 replay, 5 new (drops 4), 4 new (drops 3), 3 new
     assert replays == [0, 0, 1, 0, 0, 0]
+    logged = [r.getMessage() for r in caplog.records if r.name == "zyx.jit"]
+    assert len(logged) == 1 and "more signatures than its cache holds (2)" in logged[0]
 
 
 def test_bad_arguments_raise_naming_them(array_device: Device) -> None:

@@ -106,6 +106,8 @@ class Jit(Generic[P, R]):
         self._lock = threading.Lock()
         self._cache: OrderedDict[Hashable, _Batch | str] = OrderedDict()
         """Per signature: its batch, or why it runs eagerly."""
+        self._warned = False
+        """Whether the cache's overflow was logged (once per jitted function)."""
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if rt.capturing.get() is not None:  # inside another capture: its kernels are ours
@@ -215,8 +217,18 @@ class Jit(Generic[P, R]):
         with self._lock:
             self._cache[key] = entry
             self._cache.move_to_end(key)
+            evicted = len(self._cache) > self.cache_size
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
+            warn, self._warned = evicted and not self._warned, self._warned or evicted
+        if warn:
+            log.warning(
+                "jit(%s): more signatures than its cache holds (%d): each new one captures "
+                "again and drops the least recently used; a Python scalar argument is static "
+                "(each value a signature): pass a 0-D array for one that changes",
+                self.__name__,
+                self.cache_size,
+            )
         return result
 
     def __repr__(self) -> str:
