@@ -309,6 +309,11 @@ def test_the_cache_is_bounded_least_recently_used_first(
     assert replays == [0, 0, 1, 0, 0, 0]
     logged = [r.getMessage() for r in caplog.records if r.name == "zyx.jit"]
     assert len(logged) == 1 and "more signatures than its cache holds (2)" in logged[0]
+    jitted.clear()
+    assert jitted.cached() == 0
+    before = zyx.stats()
+    jitted(zyx.asarray(np.ones(3, np.float32), device=array_device))
+    assert (zyx.stats() - before).replays == 0, "cleared: captured again"
 
 
 def test_bad_arguments_raise_naming_them(array_device: Device) -> None:
