@@ -160,6 +160,22 @@ def test_buffers_between_kernels_are_reused_only_once_dead(array_device: Device)
         assert_close(out.numpy(), stages_ref(values.astype(np.float64)), DType.F32, str(call))
 
 
+def test_a_value_no_result_depends_on_is_not_computed_again(array_device: Device) -> None:
+    def wasteful(x: Tensor) -> Tensor:
+        zyx.cos(x).realize()  # realized, never used
+        return zyx.sin(x).realize() * 2.0
+
+    jitted = zyx.jit(wasteful)
+    runs = []
+    for seed in range(3):
+        values = np.random.default_rng(seed).standard_normal(40).astype(np.float32)
+        before = zyx.stats()
+        out = jitted(zyx.asarray(values, device=array_device))
+        runs.append((zyx.stats() - before).launches)
+        assert_close(out.numpy(), np.sin(values.astype(np.float64)) * 2.0, DType.F32)
+    assert runs == [3, 2, 2], runs
+
+
 def test_results_of_earlier_calls_are_never_overwritten(array_device: Device) -> None:
     """Results kept across calls keep their values; dropped ones give their buffer back to
     the capture, which writes it again."""

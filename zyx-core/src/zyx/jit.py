@@ -43,7 +43,8 @@ Results are never overwritten by later calls: each result buffer belongs to the 
 and is handed out to the result array; the next replay writes it again only if that
 array is gone (dropped, or read into numpy and dropped), and otherwise writes a fresh
 buffer (rebinding the launches that write it). Buffers between kernels are allocated
-once per capture and kept, reused across kernels where their lives do not overlap.
+once per capture and kept, reused across kernels where their lives do not overlap. A
+kernel no result depends on (a value ``fn`` realized and did not use) is not replayed.
 
 A jitted function may be called from any thread: replays run under the runtime's lock
 (one at a time, each whole), captures of different threads see only their own realizes.
@@ -67,6 +68,7 @@ from zyx import runtime as rt
 from zyx.allocator import allocator
 from zyx.backend import Arg, Buffer, Device, MemoryPool, Recording
 from zyx.graph.nodes import Node, leaf
+from zyx.ir.ops import ParamKind
 from zyx.tensor import Tensor
 
 log = logging.getLogger("zyx.jit")
@@ -86,6 +88,7 @@ Use = tuple[Recording, int, int]
 """A recorded launch argument: the recording, the launch's index in it, the position."""
 
 STATIC = (bool, int, float, str, type(None))
+GLOBAL_MUT = ParamKind.GLOBAL_MUT
 CONTAINERS = (tuple, list, dict)
 """What arguments and results may nest arrays in (exactly these types)."""
 
@@ -509,6 +512,7 @@ class _Flat:
         for plan, leaves, targets in capture.plans:
             ops.extend(self._plan(plan, leaves, targets))
         results = [self.produced[id(n)] for n in outputs if id(n) in self.produced]
+        ops = _needed(ops, set(results))
         physical = self._assign(ops, set(results))
         self.buffers = [self.virtual[v] for v in physical.order]
         self.result_buffers = {physical.of[v] for v in results}
@@ -595,6 +599,27 @@ class _Physical:
         k = self.of[virtual] = len(self.order)
         self.order.append(virtual)
         return k
+
+
+def _needed(ops: list[tuple[Any, ...]], results: set[int]) -> list[tuple[Any, ...]]:
+    """The ops a result depends on: each that writes a buffer a later needed op reads, or
+    a result (a value ``fn`` realized and never used again is not computed again)."""
+    needed = set(results)
+    kept = []
+    for op in reversed(ops):
+        if not needed.isdisjoint(_written(op)):
+            kept.append(op)
+            needed.update(_virtual(op))
+    return kept[::-1]
+
+
+def _written(op: tuple[Any, ...]) -> list[int]:
+    """The virtual buffers ``op`` writes: a launch's ``GlobalMut`` params, a copy's
+    destination."""
+    if op[0] == "copy":
+        return _virtual(op[:2])
+    kinds = op[2].param_kinds
+    return [v for (kind, v), k in zip(op[3], kinds) if kind == "virtual" and k is GLOBAL_MUT]
 
 
 def _virtual(op: tuple[Any, ...]) -> list[int]:
