@@ -281,7 +281,9 @@ def test_argmax_and_argmin_where_the_extreme_is_the_dtypes_limit(
         for dtype in claimed(array_device, (*INTEGERS, *floats), ARITHMETIC):
             low, high = (-np.inf, np.inf) if dtype.is_float else dtype.int_range
             limit, other = (low, high) if name == "argmax" else (high, low)
-            x = np.where(rng.random((4, length)) < 0.9, limit, other).astype(dtype.numpy)
+            # As arrays of the dtype: numpy 2.5 takes a bare 2**64 - 1 as int64 and overflows.
+            limit, other = np.array(limit, dtype.numpy), np.array(other, dtype.numpy)
+            x = np.where(rng.random((4, length)) < 0.9, limit, other)
             x[0] = limit  # a row of the limit alone: its first element
             x[1, :] = other
             x[1, length // 2 :] = limit  # the limit past a run of the other extreme
