@@ -210,3 +210,14 @@ def test_two_stage_reductions_match_numpy(
         got = zyx.prod(on(array_device, factors), axis=axis)
         want = np.prod(reference(factors), axis=axis)
         _check(array_device, got, np.asarray(want), dtype, f"prod of {what}")
+
+
+def test_a_row_sum_of_a_buffer_takes_a_work_group_per_row() -> None:
+    """``sum(x, axis=1)`` reads ``x`` itself, whose rows are contiguous: a work-group per
+    row, its work-items reading neighbouring elements (the buffer read by the reduction
+    directly had no say, and a work-item walked each row alone); ``axis=0`` the other way."""
+    x = zyx.asarray(np.ones((4096, 512), np.float32), device="host")
+    (rows,) = schedule(Graph([zyx.sum(x, axis=1).node])).steps
+    (columns,) = schedule(Graph([zyx.sum(x[:300], axis=0).node])).steps
+    assert isinstance(rows, KernelSpec) and rows.group
+    assert isinstance(columns, KernelSpec) and not columns.group

@@ -329,7 +329,7 @@ def _contiguous_dim(graph: Graph, node: Node, boundaries: set[int]) -> list[int 
     seen: set[int] = set()
     while stack:
         n, dims = stack.pop()  # dims: for each dim of n, the dim of node's shape it follows
-        if n is not node and (n.realized or id(n) in boundaries):
+        if n.realized or id(n) in boundaries:  # ``node`` itself too: sum(x) reads x
             out.append(dims[-1] if dims else None)
         elif id(n) in seen or graph.is_leaf(n):
             continue
