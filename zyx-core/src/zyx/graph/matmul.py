@@ -398,12 +398,16 @@ class _Tiles:
                 b_copy.write()
                 kb.barrier()
                 read(kb.minimum(step + 1, steps - 1) * v.depth)  # the next step's (no branch)
-                with kb.loop(v.depth) as d:
-                    self.product(acc, lambda r: a_copy.at(d, ty + r * v.threads[0]),
-                                 lambda c: b_copy.at(d, tx + c * v.threads[1]))  # fmt: skip
+                for d in range(v.depth):  # unrolled: the tiles' addresses are constant offsets
+                    self.from_tiles(acc, a_copy, b_copy, d, ty, tx)
                 kb.barrier()
         if m.k % v.depth:
             self.direct(acc, row0 + ty, col0 + tx, steps * v.depth, m.k)
+
+    def from_tiles(self, acc: Value, a: _Copy, b: _Copy, d: int, ty: Value, tx: Value) -> None:
+        """``acc += a * b`` for step ``d`` of the tiles in local memory."""
+        t0, t1 = self.v.threads
+        self.product(acc, lambda r: a.at(d, ty + r * t0), lambda c: b.at(d, tx + c * t1))
 
     def product(
         self, acc: Value, a_at: Callable[[int], Value], b_at: Callable[[int], Value]
@@ -452,6 +456,6 @@ class _Copy:
         for q, (e, d) in enumerate(self.places):
             self.tile[d * self.stride + e] = self.held[q]
 
-    def at(self, d: Value, e: Value | int) -> Value:
+    def at(self, d: Value | int, e: Value) -> Value:
         """Element ``e`` of the tile at ``d`` along k (once written)."""
-        return self.tile[d * self.stride + e]
+        return self.tile[e + d * self.stride]
