@@ -92,6 +92,25 @@ def test_polling_stops_at_the_first_mark_not_complete_and_idles_caught_up_queues
     assert q.reached[0] == 3 and q.tracker.load[0] == 0
 
 
+def test_a_wait_for_a_point_that_completed_since_is_not_asked_again() -> None:
+    """An upload on queue 1 no one synchronized, read by launches on queue 0: the first
+    waits for its mark; once the mark completed, the next asks nothing and queue 1 is idle
+    (the native launch paths take only launches without waits: the front end's a + b on
+    CUDA went through the Python path every time)."""
+    q = ModelQueues(2)
+    (x,) = bufs("x")
+    q.commit(1, (), (x,))
+    queue = q.tracker.choose((x,), ())
+    assert queue == 1, "the reader goes where its input was written..."
+    q.commit(0, (), ())  # ...unless another queue is chosen (as for a second input)
+    waits = q.tracker.waits(0, (x,), ())
+    (mark,) = q.marks(waits)
+    q.commit(0, (x,), ())
+    q.completed[1] = 1  # the upload finished; nothing synchronized queue 1
+    assert q.marks(q.tracker.waits(0, (x,), ())) == []
+    assert q.reached[1] == 1 and q.recycled == [mark] and q.tracker.load[1] == 0
+
+
 def test_an_action_runs_once_its_points_complete_and_never_earlier() -> None:
     q = ModelQueues(3)
     ran: list[str] = []

@@ -235,9 +235,15 @@ class Sequencer(ABC, Generic[E]):
 
     def marks(self, tokens: Iterable[int]) -> list[E]:
         """Marks to wait for before the points ``tokens`` name: one per queue, for the latest
-        point not yet reached."""
-        latest = unreached(tokens, self.count, self.reached)
-        return [self.mark(queue, seq) for queue, seq in latest.items()]
+        point not yet reached. Each such queue is polled first: a point that completed since
+        its mark was made (an upload no one synchronized) needs no wait, and once it is seen
+        reached the launches after it need none either (the native paths take only those)."""
+        marks = []
+        for queue, seq in unreached(tokens, self.count, self.reached).items():
+            self.poll(queue)
+            if seq > self.reached[queue]:
+                marks.append(self.mark(queue, seq))
+        return marks
 
     def mark(self, queue: int, seq: int) -> E:
         """A mark that completes no earlier than command ``seq`` of ``queue``: one held
