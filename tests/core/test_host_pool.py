@@ -166,3 +166,17 @@ def test_array_is_an_aligned_view_without_copy() -> None:
         pool.release(buf)
         with raises(ErrorStatus.INCORRECT_KERNEL_ARG):
             HostPool.array(buf)
+
+
+def test_address_of_host_memory_writable_read_only_and_empty() -> None:
+    """``zyx.staging.address``: what host launches and CUDA copies pass to C, the first
+    byte's address, for arrays and memoryviews, read-only ones through numpy."""
+    from zyx.staging import address
+
+    data = np.arange(64, dtype=np.uint8)
+    frozen = data.copy()
+    frozen.flags.writeable = False
+    for memory in (data, frozen):
+        assert address(memory) == address(memoryview(memory)) == memory.ctypes.data
+        assert address(memory[8:]) == memory.ctypes.data + 8
+    assert address(np.zeros(0, np.uint8)) == address(memoryview(b"")) == 0

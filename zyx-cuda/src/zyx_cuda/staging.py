@@ -38,10 +38,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import numpy as np
 from cuda.bindings import driver
 
 from zyx.errors import ErrorStatus
+from zyx.staging import address
 from zyx_cuda.context import Context
 from zyx_cuda.errors import check, cuda_error
 from zyx_cuda.native import copier
@@ -56,11 +56,6 @@ Chunk = Callable[["_Slot", int, int], None]
 """Copies one chunk, ``(slot, offset, size)``, through ``slot``."""
 Lane = Callable[[tuple["_Slot", "_Slot"]], None]
 """Copies the chunks a lane claims through its two slots, until none is left."""
-
-
-def address(view: memoryview) -> int:
-    """The address of a contiguous memoryview's first byte (read-only views too)."""
-    return int(np.frombuffer(view, dtype=np.uint8).ctypes.data) if view.nbytes else 0
 
 
 def page_locked(base: int, nbytes: int) -> bool:

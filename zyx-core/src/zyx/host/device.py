@@ -46,7 +46,7 @@ from zyx.host.limits import private_budget
 from zyx.host.pool import HostPool
 from zyx.ir.interpreter import interpret
 from zyx.ir.ops import Kernel
-from zyx.staging import HostBytes
+from zyx.staging import HostBytes, address
 
 log = logging.getLogger("zyx.dev")
 launch_log = logging.getLogger("zyx.launch")
@@ -234,7 +234,7 @@ class CompiledProgram(HostProgram):
                 # `bound` holds the Buffer itself, so an identical one is the same buffer,
                 # live when checked, whose memory has not moved.
                 if values[i] is not bound[i]:
-                    argv[i] = array.ctypes.data
+                    argv[i] = address(array)
                     bound[i] = values[i]
             for i, scalar, rounded in self._scalars:
                 value = values[i]
