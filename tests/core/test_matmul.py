@@ -17,6 +17,7 @@ from zyx.dtypes import DType
 from zyx.graph import matmul
 from zyx.graph.claims import matmuls
 from zyx.graph.schedule import Graph
+from zyx.host.codegen import PARALLEL_ITEMS, HostDialect
 from zyx.ir import Kernel
 from zyx.ir.ops import Storage
 from zyx.testing.matmul import CASES, Case, check_front_end, check_variant, found, operands
@@ -100,3 +101,14 @@ def test_a_gpu_takes_the_largest_tile_that_keeps_it_busy(host: Device) -> None:
         (m,) = matmuls(Graph([zyx.matmul(x, x).node]))
         chosen = matmul.default(m, gpu)
         assert chosen is not None and chosen.tile == want and chosen.depth, (n, chosen)
+
+
+def test_the_host_spreads_a_matmul_over_its_threads(host: Device) -> None:
+    """A work-item's loop over k counts as that much work (host codegen's PARALLEL_ITEMS):
+    1024^2 outputs in 8192 work-items of 8 x 16 would otherwise run on one thread."""
+    x = zyx.zeros((1024, 1024), device=host)
+    (m,) = matmuls(Graph([zyx.matmul(x, x).node]))
+    (launch,) = matmul.build(m, matmul.CPU_VARIANTS[0])
+    assert isinstance(launch.kernel, Kernel)
+    code = HostDialect().render(launch.kernel).code
+    assert f"if(G0 * 1024 >= {PARALLEL_ITEMS})" in code  # 8192 * 1024 of 32768
