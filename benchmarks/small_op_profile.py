@@ -63,9 +63,16 @@ def main() -> None:
         "read a realized result": done.numpy,
         "(a + b).numpy()": lambda: (a + b).numpy(),
     }
+    program = next(step.program for step in plan.steps if hasattr(step, "program"))
+    launcher = getattr(program, "submit", None)
+    native = getattr(getattr(launcher, "__self__", None), "launched", None)
+    before = zyx.stats().launches
     print(f"{device.name}: µs per call (median)")
     for name, fn in phases.items():
         print(f"  {name:28s} {median_us(fn):8.2f}")
+    if native is not None:  # zyx-cuda's native Launcher counts what it ran itself
+        ran = launcher.__self__.launched - native  # type: ignore[union-attr]
+        print(f"  launches in C: {ran} of {zyx.stats().launches - before}")
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(3000):
