@@ -177,6 +177,18 @@ def test_full_of_other_values_and_shapes_reuses_its_kernels(array_device: Device
     assert (zyx.stats() - before).kernels_compiled == 0
 
 
+def test_a_number_realized_as_a_0_d_array_gets_its_own_buffer(array_device: Device) -> None:
+    """A 0-D ``full`` (a kernel argument until realized) and ``any`` of nothing, realized
+    alone, with an array computed from them, and read after: a kernel writes each number
+    (as a leaf it was handed to the kernel as its output buffer, and refused)."""
+    half = zyx.full((), 2.5, device=array_device)
+    nothing = zyx.any(zyx.zeros((0,), device=array_device))
+    twice = half * 2
+    zyx.realize(half, twice, nothing)
+    assert (float(half), float(twice), bool(nothing)) == (2.5, 5.0, False)
+    assert int(zyx.full((), 7, dtype=zyx.int8, device=array_device) + 2) == 9
+
+
 def test_the_like_functions_take_shape_dtype_and_device_of_their_array(
     array_device: Device,
 ) -> None:

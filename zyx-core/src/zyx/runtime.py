@@ -35,6 +35,7 @@ from zyx.graph.claims import Claim
 from zyx.graph.lower import MAP_LOCAL, KernelSpec, preserves_flat
 from zyx.graph.nodes import LEAVES, Custom, Node, Op, leaf
 from zyx.graph.schedule import Graph, schedule
+from zyx.graph.views import View
 
 if TYPE_CHECKING:
     import numpy as np
@@ -254,6 +255,9 @@ class Runtime:
         if not targets:
             return
         _stats.realizes += 1
+        for target in targets:
+            if target.op is Op.SCALAR:
+                _as_view(target)
         key, leaves = structure(targets)
         plan = self.plans.get(key)
         if plan is None:
@@ -328,6 +332,14 @@ class Runtime:
             self.programs[key] = program
             _stats.kernels_compiled += 1
         return program
+
+
+def _as_view(node: Node) -> None:
+    """Turn a Python number about to be realized as an array (``full((), 2.5)``, ``any``
+    of nothing) into an identity view of it: a kernel writes the number into the node's
+    buffer, where as a leaf it would be a kernel's argument, not its output."""
+    number = Node(node.op, node.arg, (), node.dtype, node.shape, node.device)
+    node.op, node.arg, node.srcs = Op.VIEW, View.identity(node.shape), (number,)
 
 
 def _standin(node: Node) -> Node:
