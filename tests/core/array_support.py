@@ -13,6 +13,7 @@ own dtype's rules.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from math import prod
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 import zyx
-from zyx.backend import Device
+from zyx.backend import Device, MemoryPool
 from zyx.dtypes import DType, DTypeCapability
 from zyx.tensor import Tensor
 from zyx.testing.numerics import BOUNDS, Array, assert_close, assert_ieee, assert_ulps
@@ -46,6 +47,21 @@ MATH_PACK = 6
 """Results per packed kernel where they compute transcendental math: one read by a
 concatenation more than 8 times its size gets a kernel of its own (the scheduler's rule 3),
 so up to seven results of similar size stay in one."""
+
+
+def settled(device: Device) -> int:
+    """``device``'s free bytes once every dead array's buffer went back to the pool."""
+    gc.collect()
+    zyx.empty_cache()
+    device.synchronize()
+    return device.pool.free_bytes()
+
+
+def exact_pool(device: Device) -> MemoryPool:
+    """``device``'s pool, where it counts its free bytes exactly (else the test skips)."""
+    if not device.pool.exact_free_bytes:
+        pytest.skip(f"{device.name}'s pool reports the driver's approximate free memory")
+    return device.pool
 
 
 def checked_host() -> Device:

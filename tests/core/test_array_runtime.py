@@ -13,30 +13,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from array_support import exact_pool, settled
 
 import zyx
 from zyx.allocator import allocator
-from zyx.backend import Device, MemoryPool
+from zyx.backend import Device
 from zyx.dtypes import DType
 from zyx.tensor import Tensor
 from zyx.testing import array_stress
 from zyx.testing.numerics import assert_close
 
 Array = np.ndarray[Any, Any]
-
-
-def settled(device: Device) -> int:
-    """``device``'s free bytes once every dead array's buffer went back to the pool."""
-    gc.collect()
-    zyx.empty_cache()
-    device.synchronize()
-    return device.pool.free_bytes()
-
-
-def exact_pool(device: Device) -> MemoryPool:
-    if not device.pool.exact_free_bytes:
-        pytest.skip(f"{device.name}'s pool reports the driver's approximate free memory")
-    return device.pool
 
 
 class Calls:
@@ -249,7 +236,6 @@ def test_a_live_arrays_buffer_is_never_handed_out(array_device: Device) -> None:
     assert settled(array_device) == start
 
 
-
 def test_a_reshaped_result_of_a_plan_step_shares_its_buffer(array_device: Device) -> None:
     """A target that only reshapes (or squeezes) a buffer the plan makes, here a sort's
     output, costs no copy kernel; two such targets of one buffer each own theirs; the pool
@@ -274,6 +260,7 @@ def test_a_reshaped_result_of_a_plan_step_shares_its_buffer(array_device: Device
     assert_close(a.numpy(), np.sort(v, axis=0).reshape(48), DType.F32)
     del a, flat
     assert settled(array_device) == start
+
 
 # ---- threads ----------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from array_support import settled
 
 import zyx
 from zyx.backend import Device
@@ -21,14 +22,6 @@ from zyx.tensor import Tensor
 from zyx.testing.numerics import assert_close
 
 Array = np.ndarray[Any, Any]
-
-
-def settled(device: Device) -> int:
-    """``device``'s free bytes once every dead array's buffer went back to the pool."""
-    gc.collect()
-    zyx.empty_cache()
-    device.synchronize()
-    return device.pool.free_bytes()
 
 
 def _chain(x: Tensor) -> Tensor:
