@@ -36,8 +36,8 @@ if TYPE_CHECKING:  # what __getattr__ imports on first use, as type checkers see
     from zyx.array.sets import *  # noqa: F403
     from zyx.array.sorting import *  # noqa: F403
     from zyx.array.statistical import *  # noqa: F403
-    from zyx.jit import jit as jit
     from zyx.plugins import configure, device, devices
+    from zyx.replay import jit as jit
     from zyx.runtime import realize as realize
     from zyx.runtime import stats as stats
     from zyx.serialization import load as load
@@ -51,16 +51,15 @@ _LAZY = {
     "device": "zyx.plugins",
     "devices": "zyx.plugins",
     "empty_cache": "zyx.allocator",
-    "jit": "zyx.jit",
+    "jit": "zyx.replay",
     "load": "zyx.serialization",
     "random": "zyx.random",
     "realize": "zyx.runtime",
     "save": "zyx.serialization",
     "stats": "zyx.runtime",
 }
-"""Public name to the module that defines it (or is it: ``zyx.random``, and ``zyx.jit``, a
-module callable as its function), imported on first access. Every name of the array
-namespace (``zyx.array.__all__``) is too."""
+"""Public name to the module that defines it (or is it: ``zyx.random``), imported on first
+access. Every name of the array namespace (``zyx.array.__all__``) is too."""
 
 __array_api_version__ = "2024.12"
 

@@ -58,7 +58,6 @@ import inspect
 import logging
 import sys
 import threading
-import types
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -240,7 +239,7 @@ class Jit(Generic[P, R]):
 
 def jit(fn: Callable[P, R], *, cache_size: int = CACHE_SIZE) -> Jit[P, R]:
     """``fn`` captured on its first call per signature and replayed as one batch of
-    kernels afterwards (``zyx.jit.__doc__`` says what is captured, when it captures again
+    kernels afterwards (``zyx.replay``'s docstring says what is captured, when it captures again
     and what cannot be replayed). ``fn`` takes zyx arrays and Python scalars (static), and
     tuples, lists and dicts of them, and returns arrays: one, or a tuple, list or dict of
     them (nested too)."""
@@ -634,14 +633,3 @@ def _renumber(op: tuple[Any, ...], of: dict[int, int]) -> tuple[Any, ...]:
     if op[0] == "launch":
         return (*op[:3], [ref(r) for r in op[3]])
     return ("copy", ref(op[1]), ref(op[2]))
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as ``jit``: importing ``zyx.jit`` makes it the package's
-    attribute ``jit``, so ``zyx.jit(fn)`` works whichever was touched first."""
-
-    def __call__(self, fn: Callable[P, R], *, cache_size: int = CACHE_SIZE) -> Jit[P, R]:
-        return jit(fn, cache_size=cache_size)
-
-
-sys.modules[__name__].__class__ = _CallableModule
