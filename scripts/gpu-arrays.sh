@@ -5,12 +5,7 @@
 # reductions and the launch path. STEPS picks and orders them (default: all, in this order):
 #   STEPS="cuda-tests small-op cuda-bench" bash scripts/gpu-arrays.sh
 # Logs and results under $OUT; each step's last lines and time on stdout.
-rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
-source scripts/gpu-prelude.sh || exit 1
-export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
-step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local status=$?
-  tail -n 4 "$OUT/$name.log"; echo "== $name: exit $status, $((SECONDS - start)) s"; }
+source scripts/gpu-steps.sh || exit 1
 nvidia=$(python3 -c "import pyopencl as cl; print(next(i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name))")
 arrays=(tests/core/test_array_*.py tests/core/test_claims.py tests/core/test_matmul.py)
 # Each file of the array tests on the devices of one backend (marker $1), at most $2 s each.
@@ -24,7 +19,7 @@ for name in ${STEPS:-cuda-tests opencl-tests small-op frontend-bench matmul-benc
     small-op) step small-op 60 python3 benchmarks/small_op_profile.py --device cuda ;;
     frontend-bench) step frontend-bench 150 python3 benchmarks/frontend_bench.py --device cuda ;;
     matmul-bench) step matmul-bench 150 python3 benchmarks/matmul_bench.py --device cuda --json "$OUT/matmul_bench.json" ;;
-    reduce-bench) step reduce-bench 120 python3 benchmarks/reduce_bench.py --device cuda ;;
+    reduce-bench) step reduce-bench 300 python3 benchmarks/reduce_bench.py --device cuda ;;
     cuda-bench) step cuda-bench 150 python3 benchmarks/cuda_bench.py ;;
     opencl-bench) step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
       mkdir -p "$OUT/python"

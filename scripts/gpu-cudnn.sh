@@ -5,12 +5,7 @@
 # benchmarks/cudnn_bench.py with zyx.sched and zyx.tune at DEBUG (ZYX_DEBUG=260: what cuDNN
 # refused and why, every candidate plan's build and run time). Within 8 minutes; logs and
 # cudnn_bench.{md,json} under $OUT. ONLY=tests skips the benchmark.
-rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
-source scripts/gpu-prelude.sh || exit 1
-export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
-step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local status=$?
-  tail -n 4 "$OUT/$name.log"; echo "== $name: exit $status, $((SECONDS - start)) s"; }
+source scripts/gpu-steps.sh || exit 1
 step doctor 60 python3 -m zyx doctor
 step cudnn-tests 210 python3 -m pytest tests/cudnn -q -rs --tb=short -p no:cacheprovider --durations=15
 [ "$ONLY" = tests ] && exit 0

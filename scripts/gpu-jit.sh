@@ -5,12 +5,8 @@
 #   bash scripts/gpu-jit.sh
 # Logs and results (jit_bench_cuda.md/.json, jit_bench_opencl.md/.json) under $OUT; each
 # step's last lines and time on stdout.
-rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
-source scripts/gpu-prelude.sh || exit 1
-export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
-step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local status=$?
-  tail -n 22 "$OUT/$name.log"; echo "== $name: exit $status, $((SECONDS - start)) s"; }
+source scripts/gpu-steps.sh || exit 1
+export TAIL=22
 nvidia=$(python3 -c "import pyopencl as cl; print(next(i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name))")
 pytest=(python3 -m pytest tests/core/test_jit.py -q -rf --tb=short -p no:cacheprovider)
 step cuda-jit-tests 120 "${pytest[@]}" -m cuda

@@ -3,12 +3,8 @@
 # OpenCL (test_search.py, test_tuning.py), then benchmarks/kernel_search.py on both (each
 # workload's search as a plan build runs it, and a sweep of every local size: the speed-up
 # over the default, the search's seconds). Logs and kernel_search.json under $OUT.
-rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
-source scripts/gpu-prelude.sh || exit 1
-export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
-step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local status=$?
-  tail -n 12 "$OUT/$name.log"; echo "== $name: exit $status, $((SECONDS - start)) s"; }
+source scripts/gpu-steps.sh || exit 1
+export TAIL=12
 nvidia=$(python3 -c "import pyopencl as cl; print(next(i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name))")
 tests=(tests/core/test_search.py tests/core/test_tuning.py)
 step search-tests-cuda 200 python3 -m pytest "${tests[@]}" -q -rf --tb=short -p no:cacheprovider -k "not opencl"
