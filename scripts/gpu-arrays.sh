@@ -12,7 +12,7 @@ arrays=(tests/core/test_array_*.py tests/core/test_claims.py tests/core/test_mat
 tests() { for file in "${arrays[@]}"; do
   step "$1-$(basename "$file" .py)" "$2" python3 -m pytest "$file" -m "$1" -q -rf --tb=short -p no:cacheprovider
 done; }
-for name in ${STEPS:-cuda-tests opencl-tests small-op frontend-bench matmul-bench reduce-bench cuda-bench opencl-bench}; do
+for name in ${STEPS:-cuda-tests opencl-tests small-op frontend-bench matmul-bench reduce-bench jit-bench cuda-bench opencl-bench}; do
   case $name in
     cuda-tests) tests cuda "${FILE_LIMIT:-60}" ;;
     opencl-tests) ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" tests opencl "${FILE_LIMIT:-60}" ;;
@@ -20,6 +20,7 @@ for name in ${STEPS:-cuda-tests opencl-tests small-op frontend-bench matmul-benc
     frontend-bench) step frontend-bench 150 python3 benchmarks/frontend_bench.py --device cuda ;;
     matmul-bench) step matmul-bench 150 python3 benchmarks/matmul_bench.py --device cuda --json "$OUT/matmul_bench.json" ;;
     reduce-bench) step reduce-bench 300 python3 benchmarks/reduce_bench.py --device cuda ;;
+    jit-bench) step jit-bench 150 python3 benchmarks/jit_bench.py --device cuda --repeats 500 ;;
     cuda-bench) step cuda-bench 150 python3 benchmarks/cuda_bench.py ;;
     opencl-bench) step opencl-bench 150 python3 benchmarks/opencl_bench.py --platform NVIDIA --out "$OUT"
       mkdir -p "$OUT/python"
