@@ -183,15 +183,14 @@ def build(m: Matmul, variant: Variant) -> tuple[CustomLaunch, ...]:
     the tile's (either may be absent)."""
     io = (("src", 0), ("src", 1), ("out", 0))
     if variant.packed:
-        rows, cols = variant.block
+        cols = variant.block[1]
         packed = (("scratch", 0), ("scratch", 1), ("out", 0))
         whole = _Tiles(m, variant, 0, -(-m.m // cols), clamp_cols=m.m % cols != 0)
         tiles = CustomLaunch(whole.build(), packed)
         if not m.k:  # nothing to pack: the kernel stores zeros
             return (tiles,)
         return (
-            CustomLaunch(_pack(m, m.a, m.n, rows, along=-2), (("src", 0), ("scratch", 0))),
-            CustomLaunch(_pack(m, m.b, m.m, cols, along=-1), (("src", 1), ("scratch", 1))),
+            CustomLaunch(_pack(m, variant.block), (("src", 0), ("src", 1), *packed[:2])),
             tiles,
         )
     across, rest = divmod(m.m, variant.tile[1])
@@ -225,33 +224,45 @@ def scratch(m: Matmul, variant: Variant) -> tuple[int, ...]:
     )
 
 
-def _pack(m: Matmul, x: Operand, size: int, block: int, along: int) -> Kernel:
-    """``x`` (a, rows along its dim -2; or b, columns along -1) in ``block``s: element
-    ``((batch * tiles + tile) * k + t) * block + i`` is row (column) ``tile * block + i``
-    (the last where that is past ``size``) at ``t`` along k, in the accumulator's dtype.
-    Adjacent work-items read adjacent elements of ``x``: along k where ``x`` is contiguous
-    along k, else along its rows (columns), a whole one across the tiles."""
-    kb = KernelBuilder(f"matmul_pack_{size}x{m.k}x{block}")
-    src = kb.param(x.node.dtype, name="x")
+def _pack(m: Matmul, block: tuple[int, int]) -> Kernel:
+    """a and b packed, in one launch (on a busy CPU each parallel launch may wait for a
+    descheduled thread): params ``(a, b, packed a, packed b)``; see ``_pack_one``."""
+    kb = KernelBuilder(f"matmul_pack_{m.n}x{m.m}x{m.k}")
     acc = _accumulator(m)
-    out = kb.param(acc, ParamKind.GLOBAL_MUT, name="packed")
-    tiles, other = -(-size // block), -1 if along == -2 else -2
-    total = prod(m.batch) * tiles * m.k * block
-    item = kb.group(0, -(-total // PACK_LOCAL)) * PACK_LOCAL + kb.local(0, PACK_LOCAL)
-    with kb.if_(item < total):
-        if abs(x.strides[other]) == 1:  # (batch, row, t)
-            t, index, batch = item % m.k, item / m.k % (tiles * block), item / (m.k * tiles * block)
-        else:  # (batch, t, row)
-            index, t, batch = (
-                item % (tiles * block),
-                item / (tiles * block) % m.k,
-                item / (m.k * tiles * block),
-            )
-        tile, i = index / block, index % block
-        clamped = kb.minimum(index, size - 1) if tiles * block > size else index
-        at = _batch_offset(x, m.batch, batch) + clamped * x.strides[along] + t * x.strides[other]
-        out[((batch * tiles + tile) * m.k + t) * block + i] = src[at].cast(acc)
+    sources = kb.param(m.a.node.dtype, name="a"), kb.param(m.b.node.dtype, name="b")
+    outs = (
+        kb.param(acc, ParamKind.GLOBAL_MUT, name="a_packed"),
+        kb.param(acc, ParamKind.GLOBAL_MUT, name="b_packed"),
+    )
+    parts = ((m.a, m.n, block[0], -2), (m.b, m.m, block[1], -1))
+    totals = [prod(m.batch) * -(-size // n) * n * m.k for _, size, n, _ in parts]
+    item = kb.group(0, -(-sum(totals) // PACK_LOCAL)) * PACK_LOCAL + kb.local(0, PACK_LOCAL)
+    with kb.if_(item < totals[0]):
+        _pack_one(kb, m, sources[0], outs[0], item, *parts[0])
+    with kb.if_((item >= totals[0]) & (item < sum(totals))):
+        _pack_one(kb, m, sources[1], outs[1], item - totals[0], *parts[1])
     return kb.build()
+
+
+def _pack_one(
+    kb: KernelBuilder, m: Matmul, src: Value, out: Value, item: Value,
+    x: Operand, size: int, block: int, along: int,
+) -> None:  # fmt: skip
+    """Element ``item`` of ``x`` (a, rows along its dim -2; or b, columns along -1) in
+    ``block``s: element ``((batch * tiles + tile) * k + t) * block + i`` of ``out`` is row
+    (column) ``tile * block + i`` (the last where that is past ``size``) at ``t`` along k,
+    in the accumulator's dtype. Adjacent work-items read adjacent elements of ``x``: along
+    k where ``x`` is contiguous along k, else along its rows (columns), across the tiles."""
+    tiles, other = -(-size // block), -1 if along == -2 else -2
+    width = tiles * block
+    if abs(x.strides[other]) == 1:  # (batch, row, t)
+        t, index, batch = item % m.k, item / m.k % width, item / (m.k * width)
+    else:  # (batch, t, row)
+        index, t, batch = item % width, item / width % m.k, item / (m.k * width)
+    tile, i = index / block, index % block
+    clamped = kb.minimum(index, size - 1) if width > size else index
+    at = _batch_offset(x, m.batch, batch) + clamped * x.strides[along] + t * x.strides[other]
+    out[((batch * tiles + tile) * m.k + t) * block + i] = src[at].cast(_accumulator(m))
 
 
 _ACCUMULATORS = {
