@@ -1,0 +1,250 @@
+"""The results every benchmark writes, in one small schema, and the helpers that write them
+(imported from the scripts' own folder).
+
+A results file is ``<benchmark>_<machine>.json`` under ``benchmarks/results/``::
+
+    {"benchmark": "cuda_bench", "machine": "nvidia-h200",
+     "environment": {"date": ..., "hardware": ..., "driver": ..., "versions": ...,
+                     "commit": ..., "math mode": ..., "command": ..., "note": ...},
+     "rows": [{"workload": ..., "implementation": ..., "value": 4.37, "unit": "TB/s",
+               "note": ...}]}
+
+``note`` is optional in both. A row whose implementation starts with "zyx" is zyx's; every
+other row is a peer measured in the same run. Units say which way is faster (``HIGHER``,
+``LOWER``); ``x`` is a ratio of zyx's time over a reference call's, measured as such.
+``benchmarks/report.py`` renders the files into BENCHMARKS.md; ``load`` also reads the
+older formats some scripts still write.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+ENVIRONMENT = ("date", "hardware", "driver", "versions", "commit", "math mode", "command")
+"""The environment's fields, in the order the report lists them (``note`` may follow)."""
+HIGHER = {"TB/s", "GB/s", "TFLOP/s", "GFLOP/s", "kernels/s"}
+LOWER = {"µs", "us", "ms", "s", "ns"}
+NOT_RECORDED = "not recorded"
+
+Row = dict[str, Any]
+Results = dict[str, Any]
+
+
+def row(workload: str, implementation: str, value: float, unit: str, note: str = "") -> Row:
+    """One measured value."""
+    out: Row = {"workload": workload, "implementation": implementation,
+                "value": float(value), "unit": unit}  # fmt: skip
+    if note:
+        out["note"] = note
+    return out
+
+
+def is_zyx(implementation: str) -> bool:
+    return implementation.startswith("zyx")
+
+
+def higher_is_better(unit: str) -> bool | None:
+    """Whether a larger value of ``unit`` is faster; ``None`` where the unit does not say
+    (a ratio)."""
+    return True if unit in HIGHER else False if unit in LOWER else None
+
+
+def table(rows: list[Row]) -> str:
+    """The rows as a plain markdown table (what the scripts print)."""
+    lines = ["| workload | implementation | value | unit |", "|---|---|---:|---|"]
+    lines += [
+        f"| {r['workload']} | {r['implementation']} | {r['value']:,.4g} | {r['unit']} |"
+        for r in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def cpu() -> str:
+    """This machine's CPU model and its number of cores."""
+    model = platform.processor() or platform.machine()
+    info = Path("/proc/cpuinfo")
+    if info.exists():
+        found = re.search(r"^model name\s*:\s*(.+)$", info.read_text(), re.M)
+        model = found[1] if found else model
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def gpus() -> list[str]:
+    """The NVIDIA GPUs ``nvidia-smi`` lists, as "name, driver" each (none without it)."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    query = ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"]
+    done = subprocess.run(query, capture_output=True, text=True)
+    return [line.strip() for line in done.stdout.splitlines() if line.strip()]
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", re.sub(r"\([^)]*\)", "", text.lower())).strip("-")
+
+
+def machine() -> str:
+    """A short name of this machine for file names: its GPU model where it has one (one
+    name however many), else its CPU's vendor and family and its number of cores."""
+    found = gpus()
+    if found:
+        return slug(found[0].split(",")[0])
+    family = " ".join(cpu().split(",")[0].split()[:2])
+    return slug(f"{family} {os.cpu_count()} cores")
+
+
+def commit() -> str:
+    """The checkout's commit (with "+ changes" where the tree differs from it), else
+    ``$ZYX_COMMIT`` (a device run's copy of the tree has no git history)."""
+    git = ["git", "-C", str(ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return os.environ.get("ZYX_COMMIT", NOT_RECORDED)
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    return head.stdout.strip() + (" + changes" if dirty else "")
+
+
+def command() -> str:
+    """How this run was started: the script and its arguments (``ZYX_NATIVE`` where set),
+    inside ``$ZYX_BENCH_VIA`` (the device script that ran it) where set."""
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
+    line = " ".join(["python", str(shown), *sys.argv[1:]])
+    if "ZYX_NATIVE" in os.environ:
+        line = f"ZYX_NATIVE={os.environ['ZYX_NATIVE']} {line}"
+    via = os.environ.get("ZYX_BENCH_VIA")
+    return f"`{via}` (runs `{line}`)" if via else line
+
+
+def environment(
+    hardware: str, driver: str, versions: Mapping[str, str], math_mode: str, note: str = ""
+) -> dict[str, str]:
+    """The environment of a run started now on this machine."""
+    python = {"python": platform.python_version(), **versions}
+    env = {
+        "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
+        "hardware": hardware,
+        "driver": driver,
+        "versions": ", ".join(f"{name} {version}" for name, version in python.items()),
+        "commit": commit(),
+        "math mode": math_mode,
+        "command": command(),
+    }
+    if note:
+        env["note"] = note
+    return env
+
+
+def version(module: str) -> str:
+    """An installed distribution's or module's version, or "not installed"."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(module)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def name(benchmark: str, machine: str) -> str:
+    return f"{benchmark}_{machine}.json"
+
+
+def write(
+    benchmark: str, machine: str, rows: list[Row], env: Mapping[str, str], out: str | Path = ""
+) -> Path:
+    """Write one run's results file into ``out`` (default ``$OUT``, else the current folder)."""
+    folder = Path(out or os.environ.get("OUT", "."))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name(benchmark, machine)
+    data = {"benchmark": benchmark, "machine": machine, "environment": dict(env), "rows": rows}
+    path.write_text(dumps(data))
+    return path
+
+
+def dumps(data: Results) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+# ---- older formats ----------------------------------------------------------------------
+
+
+KNOWN = ("cuda_bench", "opencl_bench", "frontend_bench", "host_vs_numpy", "launch_overhead",
+         "cudnn_bench", "jit_bench", "kernel_search", "matmul_bench", "reduce_bench")  # fmt: skip
+
+
+def load(path: Path) -> Results:
+    """A results file; the older formats (a list of rows, or ``{"environment", "results"}``,
+    or matmul_bench's rows of seconds and flops) converted, their benchmark taken from the
+    file's name, their ``machine`` left empty and the rest of the name as ``variant``."""
+    data = json.loads(path.read_text())
+    if isinstance(data, dict) and "rows" in data and "benchmark" in data:
+        return data
+    env: dict[str, str] = {}
+    rows = data
+    if isinstance(data, dict):
+        env = {key: str(value) for key, value in data.get("environment", {}).items()}
+        rows = data.get("results", data.get("rows", []))
+    benchmark, variant = _benchmark_of(path.stem, rows)
+    return {"benchmark": benchmark, "machine": "", "variant": variant,
+            "environment": _environment(env), "rows": _rows(rows)}  # fmt: skip
+
+
+def _benchmark_of(stem: str, rows: list[Row]) -> tuple[str, str]:
+    """The benchmark a file's name starts with, and the rest of the name (the device kind of
+    matmul_bench's runs, which its rows name)."""
+    if rows and "flops" in rows[0]:
+        device = next((r["runner"] for r in rows if is_zyx(r["runner"])), "zyx")
+        found = re.search(r"\((\w+)", device)
+        return "matmul_bench", found[1] if found else ""
+    for known in sorted(KNOWN, key=len, reverse=True):
+        if stem.startswith(known):
+            return known, stem[len(known) :].strip("_")
+    return stem, ""
+
+
+def _rows(rows: list[Row]) -> list[Row]:
+    if rows and "flops" in rows[0]:  # matmul_bench: seconds of `flops` operations
+        tera = max(r["flops"] / r["seconds"] for r in rows) >= 1e12
+        scale, unit = (1e12, "TFLOP/s") if tera else (1e9, "GFLOP/s")
+        return [row(r["case"], r["runner"], r["flops"] / r["seconds"] / scale, unit,
+                    "" if r.get("error") is None else f"relative error {r['error']:.1e}")
+                for r in rows]  # fmt: skip
+    return [_row(r) for r in rows]
+
+
+def _row(r: Row) -> Row:
+    workload = r.get("workload") or r.get("benchmark") or r.get("case")
+    if "benchmark" in r and "case" in r:
+        workload = f"{r['benchmark']}: {r['case']}"
+    return row(str(workload), r["implementation"], r["value"], r["unit"], r.get("note", ""))
+
+
+def _environment(env: Mapping[str, str]) -> dict[str, str]:
+    """An older environment's fields under the schema's names (the rest kept as a note)."""
+    hardware = [env[k] for k in ("device", "gpu, driver", "host", "cpu") if k in env]
+    versions = [f"{k} {env[k]}" for k in ("python", "numpy", "zyx", "torch", "cupy") if k in env]
+    used = {*ENVIRONMENT, "note", "device", "gpu, driver", "host", "cpu", "python", "numpy",
+            "zyx", "torch", "cupy", "math"}  # fmt: skip
+    rest = "; ".join([env.get("note", ""), *(f"{k}: {v}" for k, v in env.items() if k not in used)])
+    rest = rest.strip("; ")
+    derived = {
+        "hardware": "; ".join(hardware),
+        "versions": ", ".join(versions),
+        "math mode": env.get("math", ""),
+    }
+    out = {key: env.get(key) or derived.get(key) or NOT_RECORDED for key in ENVIRONMENT}
+    if rest:
+        out["note"] = rest
+    return out
