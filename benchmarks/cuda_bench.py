@@ -1,6 +1,6 @@
 """zyx-cuda side by side with torch, cupy and raw cuda-python, in one run on one GPU.
 
-    python benchmarks/cuda_bench.py            # writes cuda_bench.json and .md to $OUT or .
+    python benchmarks/cuda_bench.py            # writes cuda_bench_<machine>.json to $OUT or .
 
 1. Elementwise add, f32, 3 x 1 GiB (two inputs read, one output written): an IR kernel
    through the CUDA C dialect vs torch, cupy (ElementwiseKernel, RawKernel), raw
@@ -25,19 +25,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import numpy as np
+import results
 from kernels import empty_kernel, strided_add
 from timing import per_launch
 
@@ -247,7 +243,7 @@ def launch_overhead(device: Any, torch: Any, cupy: Any) -> list[Row]:
     for compiled in programs:
         device.release(compiled)
     bench = "empty kernel launch, host"
-    return [_row(bench, name, statistics.median(ts), "us") for name, ts in times.items()]
+    return [_row(bench, name, statistics.median(ts), "µs") for name, ts in times.items()]
 
 
 # ---- 3. graph replay -----------------------------------------------------------------------
@@ -274,7 +270,7 @@ def graph_replay(device: Any, torch: Any) -> list[Row]:
             return (time.perf_counter() - start) / (replays * launches) * 1e6
 
         bench = "100-launch sequence, per kernel"
-        rows.append(_row(bench, implementation, median_of(per_kernel, 20), "us"))
+        rows.append(_row(bench, implementation, median_of(per_kernel, 20), "µs"))
 
     def eager() -> None:
         for _ in range(launches):
@@ -399,56 +395,32 @@ def peer_copy(device: Any, torch: Any) -> list[Row]:
 # ---- report --------------------------------------------------------------------------------
 
 
-def _row(benchmark: str, implementation: str, value: float, unit: str) -> Row:
-    return {
-        "benchmark": benchmark,
-        "implementation": implementation,
-        "value": round(value, 3),
-        "unit": unit,
-    }
+_row = results.row
 
 
-def environment() -> dict[str, str]:
-    smi = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
+def environment(device: Any) -> dict[str, str]:
     import cuda.bindings
     import cupy
     import torch
 
     from zyx_cuda.compiler import nvrtc_version
 
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line),
-        "unknown",
-    )
-    return {
-        "date": subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip(),
-        "gpu, driver": smi,
-        "cpu": f"{cpu}, {os.cpu_count()} threads",
-        "python": sys.version.split()[0],
+    found = results.gpus()
+    hardware = f"{len(found)} x {found[0].split(',')[0]}; {results.cpu()}" if found else ""
+    versions = {
         "cuda-bindings": cuda.bindings.__version__,
         "nvrtc": ".".join(map(str, nvrtc_version())),
         "torch": torch.__version__,
         "cupy": cupy.__version__,
-        "math mode": "IEEE f32; NVRTC without --use_fast_math (FMA contraction on)",
-        "method": "median of repeated runs after warm-up, CUDA events or synchronize "
-        "before the clock, random data",
     }
-
-
-def table(rows: list[Row]) -> str:
-    lines = ["| benchmark | implementation | value | unit |", "|---|---|---:|---|"]
-    lines += [
-        f"| {r['benchmark']} | {r['implementation']} | {r['value']} | {r['unit']} |" for r in rows
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def markdown(env: dict[str, str], rows: list[Row]) -> str:
-    return "".join(f"- {key}: {value}\n" for key, value in env.items()) + "\n" + table(rows)
+    return results.environment(
+        hardware or results.describe(device)[0],
+        results.describe(device)[1],
+        versions,
+        "IEEE f32; NVRTC without --use_fast_math (FMA contraction on)",
+        "median of repeated runs after warm-up, CUDA events or synchronize before the clock, "
+        "random data",
+    )
 
 
 def main() -> None:
@@ -469,14 +441,8 @@ def main() -> None:
     ):
         new = section()
         rows += new
-        print(table(new), flush=True)
-    env = environment()
-    out = Path(os.environ.get("OUT", "."))
-    (out / "cuda_bench.json").write_text(
-        json.dumps({"environment": env, "results": rows}, indent=2)
-    )
-    (out / "cuda_bench.md").write_text(markdown(env, rows))
-    print(markdown(env, rows))
+        print(results.table(new), flush=True)
+    results.write("cuda_bench", results.machine(), rows, environment(device))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """zyx's matmuls through zyx-cudnn side by side with torch, torch.compile and the cuDNN
 frontend called directly, in one run on one GPU.
 
-    python benchmarks/cudnn_bench.py   # a markdown table; cudnn_bench.{md,json} to $OUT or .
+    python benchmarks/cudnn_bench.py   # a markdown table; cudnn_bench_<machine>.json to $OUT or .
 
 1. bf16 8192³ matmul: ``zyx.matmul`` (realized: the claim raced and taken, its plan the
    fastest of all cuDNN's candidates) vs ``torch.mm`` vs the frontend's graph with the
@@ -24,16 +24,14 @@ off).
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
+import results
 from timing import per_launch
 
 import zyx
@@ -115,8 +113,7 @@ def main() -> None:
     rows: list[Row] = []
 
     def row(case: str, who: str, value: float, unit: str, note: str = "") -> None:
-        rows.append({"case": case, "implementation": who, "value": value, "unit": unit,
-                     "note": note})  # fmt: skip
+        rows.append(results.row(case, who, value, unit, note))
         print(f"{case:40} {who:44} {value:10.2f} {unit} {note}", file=sys.stderr, flush=True)
 
     for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
@@ -124,11 +121,17 @@ def main() -> None:
         torch.cuda.empty_cache()
         zyx.empty_cache()
     host_time(torch, device, row)
-    table = markdown(rows)
-    print(table)
-    out = Path(os.environ.get("OUT", "."))
-    (out / "cudnn_bench.md").write_text(table)
-    (out / "cudnn_bench.json").write_text(json.dumps(rows, indent=1))
+    print(results.table(rows))
+    hardware, driver = results.describe(device)
+    versions = {
+        "torch": torch.__version__,
+        "cudnn-frontend": results.version("nvidia-cudnn-frontend"),
+        "cudnn": results.version("nvidia-cudnn-cu13"),
+    }
+    math = ("bf16/f16 inputs, f32 accumulation everywhere (torch: "
+            "allow_bf16_reduced_precision_reduction and the f16 one off)")  # fmt: skip
+    env = results.environment(hardware, driver, versions, math)
+    results.write("cudnn_bench", results.machine(), rows, env)
 
 
 def throughput(torch: Any, device: Any, dtype: Any, name: str, row: Callable[..., None]) -> None:
@@ -214,14 +217,6 @@ def claimed_program(device: Any, x: Any, y: Any) -> tuple[Any, list[Any]]:
     out = device.pool.allocate(SMALL * SMALL * 2)
     scratch = [device.pool.allocate(n) for n in plan.scratch]
     return plan.program, [x.node.buffer, y.node.buffer, out, *scratch]
-
-
-def markdown(rows: list[Row]) -> str:
-    lines = ["| case | implementation | value | note |", "|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['case']} | {r['implementation']} | {r['value']:.2f} {r['unit']} | "
-                     f"{r['note']} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

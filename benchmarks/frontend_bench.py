@@ -1,7 +1,7 @@
 """The array front end side by side with torch, torch.compile, cupy and numpy, in one run.
 
     python benchmarks/frontend_bench.py [--device cuda] [--size-mib 1024]
-        # writes frontend_bench.json and .md to $OUT or .
+        # writes frontend_bench_<machine>_<backend>.json to $OUT or .
 
 1. One small op realized: ``a + b`` on 1024 f32 arrays already on the device, then to a
    numpy array; zyx's plan is cached (the second and later runs). Wall time per call.
@@ -21,19 +21,17 @@ Math mode: IEEE f32 (no fast math).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results
 
 import zyx
 
@@ -56,8 +54,7 @@ def median_time(run: Callable[[], object], sync: Callable[[], None], repeats: in
 
 
 def row(benchmark: str, implementation: str, value: float, unit: str) -> Row:
-    return {"benchmark": benchmark, "implementation": implementation,
-            "value": round(value, 3), "unit": unit}  # fmt: skip
+    return results.row(benchmark, implementation, value, unit)
 
 
 class Peers:
@@ -276,28 +273,19 @@ def first_realize() -> list[Row]:
 
 
 def environment(device: Any) -> dict[str, str]:
-    env = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": f"{device.name}: {device.info.name}",
-        "host": f"{platform.processor() or platform.machine()}, {os.cpu_count()} threads",
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "math mode": "IEEE f32 (no fast math)",
-        "method": "wall clock around work + synchronize, median of repeats after warm-up",
-    }
+    hardware, driver = results.describe(device)
+    versions = {"numpy": np.__version__, "zyx-core": results.version("zyx-core")}
     for name in ("torch", "cupy"):
         module = _try_import(name) if device.backend == "cuda" else None
         if module is not None:
-            env[name] = module.__version__
-    return env
+            versions[name] = module.__version__
+    return results.environment(
+        hardware, driver, versions, "IEEE f32 (no fast math)",
+        "wall clock around work + synchronize, median of repeats after warm-up",
+    )  # fmt: skip
 
 
-def table(rows: list[Row]) -> str:
-    lines = ["| benchmark | implementation | value | unit |", "|---|---|---:|---|"]
-    lines += [
-        f"| {r['benchmark']} | {r['implementation']} | {r['value']} | {r['unit']} |" for r in rows
-    ]
-    return "\n".join(lines) + "\n"
+table = results.table
 
 
 def main() -> None:
@@ -320,13 +308,8 @@ def main() -> None:
         new = section()
         rows += new
         print(table(new), flush=True)
-    env = environment(device)
-    out = Path(os.environ.get("OUT", "."))
-    stem = f"frontend_bench_{device.backend}"
-    (out / f"{stem}.json").write_text(json.dumps({"environment": env, "results": rows}, indent=2))
-    text = "".join(f"- {k}: {v}\n" for k, v in env.items()) + "\n" + table(rows)
-    (out / f"{stem}.md").write_text(text)
-    print(text)
+    machine = f"{results.machine()}_{device.backend}"
+    results.write("frontend_bench", machine, rows, environment(device))
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """The host device side by side with numpy, in one run on this machine.
 
-    python benchmarks/host_vs_numpy.py     # prints the table, updates BENCHMARKS.md
+    python benchmarks/host_vs_numpy.py [--small]   # writes host_vs_numpy_<machine>.json
+                                                   # to $OUT or .
 
-1. Elementwise add, f32, 64 Mi elements (two inputs read, one output written): an IR
+1. Elementwise add, f32, 64 Mi elements (16 Mi with ``--small``; two inputs read, one
+   output written): an IR
    kernel compiled by the host device (groups of 256 work-items, a bounds check) vs
    ``np.add(a, b, out=c)`` and the allocating ``a + b``.
 2. Row sums, f32: ``zyx.testing.examples.row_sum`` (one work-item per row, 16 partial sums so
    the compiler vectorizes without reassociating) vs ``np.sum(x, axis=1, out=o)``, on
-   8192 x 8192 and on 1 Mi x 64.
+   8192 x 8192 and on 1 Mi x 64 (a quarter of the rows with ``--small``).
 
 zyx runs with OpenMP's default thread count (one per core) and with one thread; numpy's
 ufuncs and reductions use one thread. Every number is the median of repeated runs after
@@ -16,20 +18,17 @@ warm-up, on random data, with outputs written before timing (no first-touch page
 
 from __future__ import annotations
 
-import os
-import platform
-import re
+import argparse
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results
 
 from zyx.backend import Buffer
 from zyx.dtypes import DType
@@ -38,11 +37,8 @@ from zyx.host.pool import HostPool
 from zyx.ir import Kernel, KernelBuilder, ParamKind, ceil_div
 from zyx.testing.examples import row_sum
 
-ROOT = Path(__file__).resolve().parents[1]
 N = 64 << 20
 REPEATS = 15
-BASELINES = ("numpy np.add(out=)", "numpy sum(axis=1)")
-"""What *vs numpy* divides by: numpy writing into a preallocated output, as zyx does."""
 WARMUP = 3
 
 
@@ -93,9 +89,9 @@ def on_device(pool: HostPool, *arrays: np.ndarray[Any, Any]) -> list[Buffer]:
     return buffers
 
 
-def bench_add(devices: dict[str, HostDevice], rng: np.random.Generator) -> list[Row]:
-    a, b = rng.standard_normal(N, np.float32), rng.standard_normal(N, np.float32)
-    c = np.full(N, np.nan, np.float32)
+def bench_add(devices: dict[str, HostDevice], rng: np.random.Generator, n: int) -> list[Row]:
+    a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+    c = np.full(n, np.nan, np.float32)
     runners: dict[str, Callable[[], Any]] = {
         "numpy np.add(out=)": partial(np.add, a, b, out=c),
         "numpy a + b": partial(np.add, a, b),
@@ -103,12 +99,11 @@ def bench_add(devices: dict[str, HostDevice], rng: np.random.Generator) -> list[
     outputs = {}
     for label, device in devices.items():
         buffers = on_device(device.pool, a, b, c)
-        args: list[Buffer | int] = [*buffers, N]
+        args: list[Buffer | int] = [*buffers, n]
         runners[label] = partial(device.launch, device.compile(add_kernel()), args)
         outputs[label] = (device, buffers[2])
-    rows = [
-        Row("add f32, 64 Mi", label, t, 3 * 4 * N) for label, t in median_times(runners).items()
-    ]
+    case = f"add f32, {n >> 20} Mi"
+    rows = [Row(case, label, t, 3 * 4 * n) for label, t in median_times(runners).items()]
     for device, buf in outputs.values():
         out = np.empty_like(c)
         device.pool.read(buf, out)
@@ -139,67 +134,41 @@ def bench_row_sum(
     return result
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        found = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
-        model = found[1] if found else model
-    compiler = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout
-    return (
-        f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.machine()}; "
-        f"{compiler.splitlines()[0] if compiler else 'no cc'}; numpy {np.__version__}, "
-        f"Python {platform.python_version()}"
-    )
-
-
-def table(rows: list[Row]) -> str:
-    lines = ["| case | runner | time | GB/s | vs numpy |", "|---|---|---:|---:|---:|"]
-    baseline = {r.case: r.seconds for r in rows if r.runner in BASELINES}
-    for r in rows:
-        ratio = baseline[r.case] / r.seconds
-        lines.append(
-            f"| {r.case} | {r.runner} | {r.seconds * 1e3:.2f} ms | {r.gbps:.1f} | {ratio:.2f}x |"
-        )
-    return "\n".join(lines)
-
-
-def update_benchmarks_md(section: str) -> None:
-    """Replace this benchmark's section of BENCHMARKS.md (or append it)."""
-    path = ROOT / "BENCHMARKS.md"
-    start, end = "<!-- host_vs_numpy:start -->", "<!-- host_vs_numpy:end -->"
-    block = f"{start}\n{section}\n{end}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if start in text:
-        text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
+def schema_rows(rows: list[Row]) -> list[results.Row]:
+    """GB/s of each row (its time as a note)."""
+    return [results.row(r.case, r.runner, r.gbps, "GB/s", f"{r.seconds * 1e3:.2f} ms")
+            for r in rows]  # fmt: skip
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--small", action="store_true", help="a quarter of the sizes")
+    args = parser.parse_args()
+    scale = 4 if args.small else 1
     pool = HostPool()
     devices = {"zyx host": HostDevice(pool), "zyx host, 1 thread": HostDevice(pool, threads=1)}
-    if next(iter(devices.values())).interpreted:
+    device = next(iter(devices.values()))
+    if device.interpreted:
         sys.exit("no C compiler: the host device would interpret, nothing to measure")
     rng = np.random.default_rng(0)
-    rows = bench_add(devices, rng)
-    rows += bench_row_sum(devices, rng, 8192, 8192)
-    rows += bench_row_sum(devices, rng, 1 << 20, 64)
-    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    load = os.getloadavg()[0]  # other processes on the machine skew a 2-core run
-    section = (
-        "## Host device vs numpy (`benchmarks/host_vs_numpy.py`)\n\n"
-        f"{date}. {machine()}. Load average at the start: {load:.2f}.\n\n"
-        f"Median of {REPEATS} interleaved runs after {WARMUP} warm-ups; GB/s counts the bytes\n"
-        "each kernel must read and write; *vs numpy* is numpy's time (in-place\n"
-        "`np.add(out=)`, `np.sum(out=)`) over this row's: above 1 is faster than numpy.\n"
-        "On this shared 2-core VM, runs minutes apart differ by up to 2x (memory bandwidth\n"
-        "and cores are shared with other work): compare rows of one run, not across runs.\n\n"
-        + table(rows)
+    rows = bench_add(devices, rng, N // scale)
+    side = 4096 if args.small else 8192
+    rows += bench_row_sum(devices, rng, side, side)
+    rows += bench_row_sum(devices, rng, (1 << 20) // scale, 64)
+    out = schema_rows(rows)
+    print(results.table(out))
+    hardware, driver = results.describe(device)
+    chain = device.toolchain
+    flags = " ".join(chain.flags) if chain else ""
+    env = results.environment(
+        hardware,
+        driver,
+        {"numpy": np.__version__},
+        f"IEEE f32: cc {flags} (no fast math)",
+        f"median of {REPEATS} interleaved runs after {WARMUP} warm-ups, numpy's ufuncs on one "
+        "thread; a shared VM's runs minutes apart can differ by 2x: compare rows of one run",
     )
-    print(section)
-    update_benchmarks_md(section)
+    results.write("host_vs_numpy", results.machine(), out, env)
 
 
 if __name__ == "__main__":

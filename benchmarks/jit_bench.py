@@ -1,7 +1,7 @@
 """``zyx.jit`` replay against eager zyx, torch eager, torch.cuda.CUDAGraph and numpy.
 
     python benchmarks/jit_bench.py [--device cuda] [--repeats 2000]
-        # writes jit_bench_<backend>.json and .md to $OUT or .
+        # writes jit_bench_<machine>_<backend>.json to $OUT or .
 
 1. A 20-op elementwise program, ``10 x (x * 1.0001 + b)`` on 1024 f32 already on the
    device: µs per call, the result left on the device (a synchronize after each call).
@@ -25,17 +25,13 @@ numpy before it is timed. torch runs on CUDA where the zyx device is CUDA, else 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results
 
 import zyx
 
@@ -73,9 +69,7 @@ def burst_time(run: Callable[[], object], sync: Callable[[], None], burst: int) 
     return best
 
 
-def row(benchmark: str, implementation: str, value: float, unit: str) -> Row:
-    return {"benchmark": benchmark, "implementation": implementation,
-            "value": round(value, 3), "unit": unit}  # fmt: skip
+row = results.row
 
 
 def _none() -> None:
@@ -235,31 +229,18 @@ def kernel_rows(device: Any, peers: Torch, repeats: int, burst: int) -> list[Row
                         name, rate, "µs"))  # fmt: skip
         rows.append(row(f"{STEPS}-kernel program: µs per kernel, synchronize each call",
                         name, latency, "µs"))  # fmt: skip
-    return sorted(rows, key=lambda r: r["benchmark"])
+    return sorted(rows, key=lambda r: r["workload"])
 
 
 def environment(device: Any, peers: Torch) -> dict[str, str]:
-    env = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": f"{device.name}: {device.info.name}",
-        "host": f"{platform.processor() or platform.machine()}, {os.cpu_count()} threads",
-        "python": sys.version.split()[0],
-        "numpy": np.__version__,
-        "zyx": zyx.__version__,
-        "math mode": "IEEE f32 (no fast math)",
-        "method": "wall clock, median of repeats after warm-up; checked against numpy first",
-    }
+    hardware, driver = results.describe(device)
+    versions = {"numpy": np.__version__, "zyx-core": zyx.__version__}
     if peers.torch is not None:
-        env["torch"] = f"{peers.torch.__version__} on {peers.where}"
-    return env
-
-
-def table(rows: list[Row]) -> str:
-    lines = ["| benchmark | implementation | value | unit |", "|---|---|---:|---|"]
-    lines += [
-        f"| {r['benchmark']} | {r['implementation']} | {r['value']} | {r['unit']} |" for r in rows
-    ]
-    return "\n".join(lines) + "\n"
+        versions["torch"] = f"{peers.torch.__version__} on {peers.where}"
+    return results.environment(
+        hardware, driver, versions, "IEEE f32 (no fast math)",
+        "wall clock, median of repeats after warm-up; checked against numpy first",
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -271,17 +252,12 @@ def main() -> None:
     device = zyx.device(args.device)
     peers = Torch(device)
     rows = program_rows(device, peers, args.repeats)
-    print(table(rows), flush=True)
+    print(results.table(rows), flush=True)
     more = kernel_rows(device, peers, args.repeats, args.burst)
-    print(table(more), flush=True)
+    print(results.table(more), flush=True)
     rows += more
-    env = environment(device, peers)
-    out = Path(os.environ.get("OUT", "."))
-    stem = f"jit_bench_{device.backend}"
-    (out / f"{stem}.json").write_text(json.dumps({"environment": env, "results": rows}, indent=2))
-    text = "".join(f"- {k}: {v}\n" for k, v in env.items()) + "\n" + table(rows)
-    (out / f"{stem}.md").write_text(text)
-    print(text)
+    machine = f"{results.machine()}_{device.backend}"
+    results.write("jit_bench", machine, rows, environment(device, peers))
 
 
 if __name__ == "__main__":

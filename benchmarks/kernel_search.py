@@ -1,6 +1,7 @@
 """Kernel search on each device: what the local size of generated kernels is worth.
 
-    python benchmarks/kernel_search.py [DEVICE ...]   # writes kernel_search.json to $OUT or .
+    python benchmarks/kernel_search.py [DEVICE ...]
+        # writes kernel_search_<machine>.json to $OUT or . (benchmarks/results.py)
 
 For each workload (a row sum, a column sum, a row softmax, an elementwise chain; f32, on
 random data; 1 GiB matrices on a GPU, 16 MiB on a CPU) the kernel the scheduler emits
@@ -17,15 +18,13 @@ is read or written (each search is called directly).
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results
 
 import zyx
 from zyx import search
@@ -132,11 +131,31 @@ def _sweep(space: search.Generated, rounds: int = 7) -> dict[int, int]:
     return best
 
 
+def schema_rows(row: dict[str, Any]) -> list[results.Row]:
+    """One kernel's measurement as results rows: its default, the search's pick, the best."""
+    side, times = row["shape"][0], row["times_ns"]
+    workload = f"{row['workload']}, {side}x{side} f32 on {row['device']} ({row['device_name']})"
+    picks = [
+        (f"zyx default variant ({row['default']})", row["default"], ""),
+        (f"zyx search's winner ({row['search_winner']})", row["search_winner"],
+         f"search {row['search_s']} s, {row['search_timed']} variants timed"),
+        (f"zyx best of the sweep ({row['best']})", row["best"], ""),
+    ]  # fmt: skip
+    return [results.row(workload, who, times[str(v)] / 1e3, "µs", note) for who, v, note in picks]
+
+
 def main(names: list[str]) -> None:
     devices = [zyx.device(n) for n in names] if names else zyx.devices()
     rows = [row for d in devices if not d.interpreted for w in WORKLOADS for row in measure(d, w)]
-    out = Path(os.environ.get("OUT", "."))
-    (out / "kernel_search.json").write_text(json.dumps(rows, indent=1))
+    hardware = "; ".join(dict.fromkeys(results.describe(d)[0] for d in devices))
+    driver = "; ".join(dict.fromkeys(results.describe(d)[1] for d in devices))
+    env = results.environment(
+        hardware, driver, {"numpy": np.__version__, "zyx-core": zyx.__version__},
+        "IEEE f32 on the host and CUDA; OpenCL with its build options",
+        "Device.launch_timed, the best of 7 rounds; no tuning cache read or written",
+    )  # fmt: skip
+    out = [r for row in rows for r in schema_rows(row)]
+    results.write("kernel_search", results.machine(), out, env)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
     python benchmarks/launch_overhead.py                 # both backends
     python benchmarks/launch_overhead.py --backend cuda  # or opencl, or host
 
+Writes ``launch_overhead_<machine>_<backend>.json`` (``_python`` after it with
+``ZYX_NATIVE=0``) to ``$OUT`` or the current folder, and prints the table.
+
 What a launch costs beyond the native enqueue is zyx's Python: argument checks, stream or
 queue choice, hazard bookkeeping, argument packing. This isolates it on any machine:
 
@@ -44,9 +47,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "cuda"))  # stub_driver
+import results  # noqa: E402
 from kernels import empty_kernel, strided_add  # noqa: E402
 from timing import per_launch  # noqa: E402
 
+STUBBED = {
+    "cuda (driver stubbed)": "CUDA: every driver call stubbed (tests/cuda/stub_driver.py)",
+    "opencl (enqueue stubbed)": "OpenCL: the first platform's kernel enqueue stubbed",
+    "host (not stubbed, one thread)": "host: not stubbed",
+}
+"""What stands in for each backend's driver."""
 CLOCK = time.perf_counter
 """The clock of every burst (``--clock``)."""
 
@@ -195,24 +205,33 @@ def main() -> None:
     args = parser.parse_args()
     global CLOCK
     CLOCK = time.thread_time if args.clock == "thread" else time.perf_counter
-    results: dict[str, dict[str, float]] = {}
+    measured: dict[str, dict[str, float]] = {}
+    path = "Python" if os.environ.get("ZYX_NATIVE") == "0" else "native"
     if args.backend in ("cuda", "all"):
-        native = "python" if os.environ.get("ZYX_NATIVE") == "0" else "native"
-        results[f"cuda (driver stubbed, {native} launch)"] = cuda(args.launches, args.repeats)
+        measured["cuda (driver stubbed)"] = cuda(args.launches, args.repeats)
     if args.backend in ("opencl", "all"):
-        native = "python" if os.environ.get("ZYX_NATIVE") == "0" else "native"
-        results[f"opencl (enqueue stubbed, {native} enqueue)"] = opencl(
-            args.launches, args.repeats, args.platform
-        )
+        measured["opencl (enqueue stubbed)"] = opencl(args.launches, args.repeats, args.platform)
     if args.backend in ("host", "all"):
-        results["host (not stubbed, one thread)"] = host(args.launches, args.repeats)
-    print("| backend | case | µs per launch | zyx overhead (− stub) |")
+        measured["host (not stubbed, one thread)"] = host(args.launches, args.repeats)
+    print(f"| backend ({path} path) | case | µs per launch | zyx overhead (− stub) |")
     print("|---|---|---:|---:|")
-    for backend, times in results.items():
+    rows = []
+    for backend, times in measured.items():
         stub = times["stub alone"]
         for case, us in times.items():
             extra = "" if case == "stub alone" or "lock" in case else f"{us - stub:.2f}"
             print(f"| {backend} | {case} | {us:.2f} | {extra} |")
+            who = case if case == "stub alone" or "lock" in case else "zyx Device.launch"
+            rows.append(results.row(f"{backend}: {case}", f"{who}, {path} path", us, "µs"))
+    env = results.environment(
+        results.cpu(), "; ".join(STUBBED[name] for name in measured),
+        {"numpy": results.version("numpy"), "pyopencl": results.version("pyopencl"),
+         "cuda-bindings": results.version("cuda-bindings")},
+        "not applicable: empty and add kernels, nothing computed is timed",
+        f"median of {args.repeats} bursts of {args.launches} launches ({args.clock} clock)",
+    )  # fmt: skip
+    python = "_python" if path == "Python" else ""
+    results.write("launch_overhead", f"{results.machine()}_{args.backend}{python}", rows, env)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
     python benchmarks/opencl_bench.py --platform NVIDIA          # full size, on the GPU
     python benchmarks/opencl_bench.py --platform 0 --size-mib 64 # small, on PoCL
 
-Writes ``opencl_bench.json`` and ``opencl_bench.md`` to ``--out`` (default ``$OUT``, else
-the current folder) and prints the markdown.
+Writes ``opencl_bench_<machine>_<platform>.json`` (``benchmarks/results.py``; ``-python``
+after the platform with ``ZYX_NATIVE=0``) to ``--out`` (default ``$OUT``, else the current
+folder) and prints the table.
 
 1. Elementwise add, f32, 3 buffers of ``--size-mib`` (two read, one written): IR kernels
    (work-items adding 1 to 8 elements ``local`` apart) through ``Device.launch_timed`` vs
@@ -38,19 +39,15 @@ warm-up, on random data. Math mode: the seed's build options (``-cl-finite-math-
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
-import re
 import statistics
-import subprocess
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyopencl as cl
+import results
 from kernels import strided_add
 
 from zyx.dtypes import DType
@@ -93,11 +90,13 @@ def bandwidth(dev: OpenCLDevice, size_mib: int, repeats: int) -> list[Row]:
     rows = []
     for per_item, local in ADD_VARIANTS:
         if local <= dev.info.max_local_threads:
-            case = f"add f32 3 x {size_mib} MiB, {per_item}/item x {local}"
+            variant = f"{per_item}/item x {local}"
             zyx_s, raw_s = add_seconds(dev, strided_add(per_item, local), bufs, n, repeats)
             check_sum(dev, bufs[2], x, y)
             for label, seconds in (("zyx Device.launch_timed", zyx_s), ("raw pyopencl", raw_s)):
-                rows.append(_row("bandwidth", case, label, 3 * 4 * n / seconds / 1e12, "TB/s"))
+                rate = 3 * 4 * n / seconds / 1e12
+                rows.append(results.row(f"add f32 3 x {size_mib} MiB", f"{label}, {variant}",
+                                        rate, "TB/s"))  # fmt: skip
     for buf in bufs:
         pool.release(buf)
     dev.synchronize()
@@ -215,7 +214,7 @@ def launch_overhead(devices: dict[str, OpenCLDevice], launches: int, repeats: in
     # the burst up to the end of its drain, the same work done for every runner.
     cases = ("empty kernel, host time", "empty kernel, launches until done")
     rows = [
-        _row("launch", case, label, statistics.median(t[which] for t in ts), "µs")
+        results.row(case, label, statistics.median(t[which] for t in ts), "µs")
         for which, case in enumerate(cases)
         for label, ts in times.items()
     ]
@@ -230,7 +229,7 @@ def launch_overhead(devices: dict[str, OpenCLDevice], launches: int, repeats: in
             for label in devices:
                 ratios = [zyx[which] / bare[which] for zyx, bare in zip(times[label], raw)]
                 ratio_case = f"{case}, to {reference} (median of per-round ratios)"
-                rows.append(_row("launch", ratio_case, label, statistics.median(ratios), "x"))
+                rows.append(results.row(ratio_case, label, statistics.median(ratios), "x"))
     return rows
 
 
@@ -247,12 +246,8 @@ def throughput(
 ) -> list[Row]:
     case = f"{launches} x add of {small} f32, 64 outputs"
     return [
-        _row(
-            "throughput",
-            case,
-            label,
-            launches / small_kernels(dev, launches, small, repeats),
-            "kernels/s",
+        results.row(
+            case, label, launches / small_kernels(dev, launches, small, repeats), "kernels/s"
         )
         for label, dev in devices.items()
     ]
@@ -285,46 +280,18 @@ def small_kernels(dev: OpenCLDevice, launches: int, small: int, repeats: int) ->
 # ---- report ---------------------------------------------------------------------------------
 
 
-def _row(benchmark: str, case: str, implementation: str, value: float, unit: str) -> Row:
-    return {
-        "benchmark": benchmark,
-        "case": case,
-        "implementation": implementation,
-        "value": value,
-        "unit": unit,
-    }
-
-
 def environment(dev: OpenCLDevice) -> dict[str, str]:
-    cpu = "unknown CPU"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        found = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
-        cpu = found[1] if found else cpu
-    date = subprocess.run(["date", "-u"], capture_output=True, text=True).stdout.strip()
-    cl_device = dev.cl_device
-    return {
-        "date": date,
-        "device": f"{dev.info.name} ({cl_device.platform.name}, {cl_device.platform.version})",
-        "driver": cl_device.driver_version,
-        "cpu": f"{cpu}, {os.cpu_count()} cores",
-        "python": f"{platform.python_version()}, pyopencl {cl.VERSION_TEXT}, "
-        f"numpy {np.__version__}",
-        "math": " ".join(BUILD_OPTIONS),
-    }
+    hardware, driver = results.describe(dev)
+    versions = {"pyopencl": cl.VERSION_TEXT, "numpy": np.__version__}
+    return results.environment(hardware, driver, versions, f"{' '.join(BUILD_OPTIONS)}, f32")
 
 
-def markdown(env: dict[str, str], rows: list[Row]) -> str:
-    lines = [f"- {key}: {value}" for key, value in env.items()]
-    lines += ["", "| benchmark | case | implementation | value |", "|---|---|---|---:|"]
-    for r in rows:
-        value = (
-            f"{r['value']:.3g} {r['unit']}"
-            if r["value"] < 1e4
-            else f"{r['value']:,.0f} {r['unit']}"
-        )
-        lines.append(f"| {r['benchmark']} | {r['case']} | {r['implementation']} | {value} |")
-    return "\n".join(lines) + "\n"
+def machine(dev: OpenCLDevice) -> str:
+    """This machine, the platform, and whether zyx's native modules ran."""
+    name = dev.cl_device.platform.name
+    platform = "pocl" if "portable" in name.lower() else results.slug(name.split()[0])
+    python = "-python" if os.environ.get("ZYX_NATIVE") == "0" else ""
+    return f"{results.machine()}_{platform}{python}"
 
 
 def pick(platform_arg: str, device_index: int, **fields: Any) -> OpenCLDevice:
@@ -377,13 +344,8 @@ def main() -> None:
         args.small,
         args.repeats,
     )
-    env = environment(dev)
-    report = markdown(env, rows)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "opencl_bench.json").write_text(json.dumps({"environment": env, "rows": rows}, indent=2))
-    (out / "opencl_bench.md").write_text(report)
-    print(report)
+    print(results.table(rows))
+    results.write("opencl_bench", machine(dev), rows, environment(dev), args.out)
 
 
 if __name__ == "__main__":

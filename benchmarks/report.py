@@ -35,6 +35,7 @@ from results import (  # noqa: E402
     is_zyx,
     load,
     name,
+    number,
 )
 
 TITLES = {
@@ -127,10 +128,6 @@ def workloads(results: Results) -> list[Workload]:
     for r in results["rows"]:
         order.setdefault(r["workload"], []).append(r)
     return [Workload(results, name, rows) for name, rows in order.items()]
-
-
-def number(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
 def value(amount: float, unit: str) -> str:

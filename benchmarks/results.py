@@ -61,11 +61,16 @@ def higher_is_better(unit: str) -> bool | None:
     return True if unit in HIGHER else False if unit in LOWER else None
 
 
+def number(value: float) -> str:
+    """A value as the tables show it: 4 significant digits, whole numbers from 10,000."""
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
 def table(rows: list[Row]) -> str:
     """The rows as a plain markdown table (what the scripts print)."""
     lines = ["| workload | implementation | value | unit |", "|---|---|---:|---|"]
     lines += [
-        f"| {r['workload']} | {r['implementation']} | {r['value']:,.4g} | {r['unit']} |"
+        f"| {r['workload']} | {r['implementation']} | {number(r['value'])} | {r['unit']} |"
         for r in rows
     ]
     return "\n".join(lines) + "\n"
@@ -92,6 +97,20 @@ def gpus() -> list[str]:
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", re.sub(r"\([^)]*\)", "", text.lower())).strip("-")
+
+
+def describe(device: Any) -> tuple[str, str]:
+    """A zyx device's hardware line (with this machine's CPU) and its driver line."""
+    if device.backend == "host":
+        chain = getattr(device, "toolchain", None)
+        compiler = f"the C compiler {chain.describe()}" if chain else "the IR interpreter"
+        return cpu(), f"none: {compiler}"
+    hardware = f"{device.info.name} ({device.name}); {cpu()}"
+    cl = getattr(device, "cl_device", None)
+    if cl is not None:
+        return hardware, f"{cl.platform.name}, {cl.platform.version}, driver {cl.driver_version}"
+    found = gpus()
+    return hardware, f"NVIDIA {found[0].split(',')[1].strip()}" if found else NOT_RECORDED
 
 
 def machine() -> str:

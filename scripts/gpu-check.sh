@@ -6,13 +6,15 @@
 # both benchmarks (OpenCL's on NVIDIA, through the native and the Python launch path, and on
 # PoCL), zyx's own time per launch with the driver stubbed (both paths), and NVIDIA OpenCL's
 # launch schedules in a C loop. Run from the repository root on the device machine.
-# Logs go into $OUT/gpu-logs.tar.gz, benchmark results to $OUT/*_bench.{md,json}.
+# Logs go into $OUT/gpu-logs.tar.gz, benchmark results to $OUT/**/*.json (one per benchmark and
+# platform); `python benchmarks/report.py --add <them>` takes them into BENCHMARKS.md.
 # ONLY=cuda skips the OpenCL steps.
 # A warm machine may hold zyx packages an earlier run installed; pip --target keeps them.
 rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
 source scripts/gpu-prelude.sh || exit 1
 set -o pipefail
 export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
+export ZYX_BENCH_VIA="bash scripts/gpu-check.sh"  # the command the results files name (benchmarks/results.py)
 logs=/tmp/gpu-logs && mkdir -p "$logs"
 step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
   timeout "$limit" "$@" >"$logs/$name.log" 2>&1; local status=$?
