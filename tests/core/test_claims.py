@@ -71,6 +71,7 @@ def test_a_faster_claim_runs_and_the_choice_is_remembered(plugin_venv: PluginVen
     assert first["stats"]["claim_races"] == 1 and first["stats"]["claims_taken"] == 1
     # The claim's (n, m, 1) output reshaped to the target's (n, m) shares its buffer.
     assert first["stats"]["kernels_scheduled"] == 0
+    assert first["stats"]["searches"] == 0, "the race times the generated kernels' defaults"
     # The same structure: the plan is reused; the hook is not asked again, nothing is timed.
     assert again["calls"] == 1 and again["stats"]["plans_reused"] == 1
     assert again["stats"]["claim_races"] == 0

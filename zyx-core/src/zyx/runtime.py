@@ -284,9 +284,11 @@ class Runtime:
             graph = Graph(claims.rewrite(targets, taken))
         return self._generated(graph, leaves)
 
-    def _generated(self, graph: Graph, leaves: list[Node]) -> ExecPlan:
+    def _generated(self, graph: Graph, leaves: list[Node], tuned: bool = True) -> ExecPlan:
+        """The plan of the generated kernels; ``tuned``: each kernel's variant searched
+        (``zyx.search``), else its default."""
         sched = schedule(graph)
-        return _Planner(self, graph, sched.boundaries, leaves).build(sched.steps)
+        return _Planner(self, graph, sched.boundaries, leaves, tuned).build(sched.steps)
 
     def _take(self, claim: Claim) -> bool:
         """Whether ``claim`` runs in place of generated kernels: the faster of the two, timed
@@ -317,7 +319,10 @@ class Runtime:
         claim takes milliseconds, and a loaded machine's noise is not 2x (a warm-up is: it
         may load the program)."""
         _, leaves = structure([node])
-        plan = self._generated(Graph([node]), leaves)
+        # Default variants: a search of the generic kernels a claim would replace (a generic
+        # matmul runs for seconds) costs more than the race, for kernels thrown away where
+        # the claim wins; where it loses, the plan built then searches them.
+        plan = self._generated(Graph([node]), leaves, tuned=False)
         plan.time(leaves)
         times = [plan.time(leaves)]
         while len(times) < runs and (lost is None or times[-1] <= lost):
@@ -391,9 +396,15 @@ class _Planner:
     """Turns a schedule into an ``ExecPlan``: slots, lowered and compiled kernels."""
 
     def __init__(
-        self, runtime: Runtime, graph: Graph, boundaries: set[int], leaves: list[Node]
+        self,
+        runtime: Runtime,
+        graph: Graph,
+        boundaries: set[int],
+        leaves: list[Node],
+        tuned: bool = True,
     ) -> None:
         self.runtime = runtime
+        self.tuned = tuned
         self.graph = graph
         self.boundaries = boundaries
         self.slots: dict[int, int] = {}
@@ -451,7 +462,7 @@ class _Planner:
 
         compile = partial(self.runtime.compile, device)
         with search.Generated(spec, is_input, local_size(device, spec), compile) as space:
-            variant, searched = search.choose(space)
+            variant, searched = search.choose(space) if self.tuned else (space.variants()[0], False)
             lowered = space.lowered(variant)
         _stats.searches += searched
         log.debug("kernel %s: %s", lowered.kernel.name, out)
