@@ -1,12 +1,14 @@
 """Development sessions: one per backend, plus lint, typecheck, fuzz and demo.
 
 ``nox`` runs the sessions CI runs (core, opencl, cuda, example, lint, typecheck);
-``nox -s cudnn``, ``nox -s fuzz`` or ``nox -s demo`` run the others. Each session installs
-only the distributions it tests, so a test that imports a backend it did not install fails
-loudly.
+``nox -s cudnn``, ``nox -s fuzz``, ``nox -s bench`` or ``nox -s demo`` run the others. Each
+session installs only the distributions it tests, so a test that imports a backend it did
+not install fails loudly.
 """
 
 from __future__ import annotations
+
+from glob import glob
 
 import nox
 
@@ -118,6 +120,37 @@ def typecheck(session: nox.Session) -> None:
     """
     session.install("mypy", "-e", CORE, "-e", "./zyx-cuda", "-e", "./zyx-opencl")
     session.run("mypy", *session.posargs)
+
+
+BENCHES = [
+    ["benchmarks/host_vs_numpy.py", "--small"],
+    ["benchmarks/opencl_bench.py", "--platform", "0", "--size-mib", "16", "--launches", "2000",
+     "--repeats", "5", "--rounds", "9"],
+    ["benchmarks/frontend_bench.py", "--device", "host", "--size-mib", "16"],
+    ["benchmarks/frontend_bench.py", "--device", "opencl", "--size-mib", "16"],
+    ["benchmarks/jit_bench.py", "--device", "host", "--repeats", "200", "--burst", "50"],
+    ["benchmarks/launch_overhead.py", "--backend", "host", "--launches", "5000"],
+    ["benchmarks/launch_overhead.py", "--backend", "opencl", "--launches", "5000"],
+    ["benchmarks/reduce_bench.py", "--device", "host", "--size-mib", "16"],
+    ["benchmarks/matmul_bench.py", "--device", "host", "--case", "f32:512", "--json",
+     "{out}/matmul_host.json"],
+]  # fmt: skip
+"""What ``bench`` runs: the host's and PoCL's benchmarks at small sizes."""
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The benchmarks this machine can run without a GPU (``BENCHES``: host and PoCL, small
+    sizes), their results taken into ``benchmarks/results/`` under this machine's name,
+    then BENCHMARKS.md and the charts rendered from every results file there (the H200's
+    come from ``scripts/gpu-check.sh``). Peers that are not installed are left out."""
+    session.install(CORE, "./zyx-opencl", "pocl-binary-distribution", "matplotlib")
+    out = session.create_tmp()
+    for bench in BENCHES:
+        session.run("python", *(arg.format(out=out) for arg in bench), env={"OUT": out})
+    # matmul_bench's and reduce_bench's files name no machine: they ran on this one.
+    files = sorted(glob(f"{out}/*.json"))
+    session.run("python", "benchmarks/report.py", "--add", *files, "--machine", "here")
 
 
 @nox.session

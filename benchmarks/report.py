@@ -7,15 +7,18 @@ files there (``benchmarks/results.py`` describes them).
 ``--add`` copies each file into ``benchmarks/results/`` under its benchmark's and machine's
 name (replacing that machine's earlier run of the benchmark: git keeps the history),
 converting the older formats some scripts write; ``--machine`` names the machine where a
-file does not (matmul_bench's rows), ``--commit`` fills in a commit the file lacks (a device
-run's copy of the tree has no git history). The same files give the same output, byte for
-byte. Charts need matplotlib; ``--no-charts`` renders the document alone.
+file does not (matmul_bench's rows; ``here``: this one), ``--commit`` fills in a commit the
+file lacks (a device run's copy of the tree has no git history). The same files give the
+same output, byte for byte. Charts need matplotlib; ``--no-charts`` renders the document
+alone.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import math
+import platform
 import sys
 import textwrap
 from collections.abc import Callable, Iterable
@@ -30,13 +33,17 @@ from results import (  # noqa: E402
     ROOT,
     Results,
     Row,
+    cpu,
     dumps,
     higher_is_better,
     is_zyx,
     load,
     name,
     number,
+    version,
 )
+from results import commit as current_commit  # noqa: E402
+from results import machine as this_machine  # noqa: E402
 
 TITLES = {
     "cuda_bench": "CUDA: zyx-cuda against torch, cupy and raw cuda-python",
@@ -211,9 +218,14 @@ def summary(runs: list[Results]) -> str:
 
 
 def ordered(runs: Iterable[Results]) -> list[Results]:
+    """In the order of ``TITLES``; for each benchmark the GPU machines' runs first."""
     rank = {name: i for i, name in enumerate(TITLES)}
-    return sorted(runs, key=lambda r: (rank.get(r["benchmark"], len(rank)), r["benchmark"],
-                                       r["machine"]))  # fmt: skip
+
+    def key(r: Results) -> tuple[int, str, bool, str]:
+        cpu_only = "NVIDIA" not in r["environment"].get("hardware", "")
+        return rank.get(r["benchmark"], len(rank)), r["benchmark"], cpu_only, r["machine"]
+
+    return sorted(runs, key=key)
 
 
 def render(runs: list[Results], charts: list[str]) -> str:
@@ -322,14 +334,17 @@ def charts(runs: list[Results], folder: Path) -> list[Path]:
 
 def add(paths: list[Path], folder: Path, machine: str, commit: str) -> None:
     """Copy each run's file into ``folder`` in the schema, named for its benchmark and
-    machine."""
+    machine ("here": this machine, which also fills in the environment such a file lacks)."""
     for path in paths:
         results = load(path)
         if "variant" in results:  # an older format: the file names no machine
             if not machine:
                 raise SystemExit(f"{path}: the file names no machine: give --machine")
+            if machine == "here":
+                here(results["environment"], path)
             variant = results.pop("variant")
-            results["machine"] = f"{machine}_{variant}" if variant else machine
+            label = this_machine() if machine == "here" else machine
+            results["machine"] = f"{label}_{variant}" if variant else label
         env = results["environment"]
         if commit and env.get("commit", NOT_RECORDED).startswith(NOT_RECORDED):
             env["commit"] = commit
@@ -338,10 +353,27 @@ def add(paths: list[Path], folder: Path, machine: str, commit: str) -> None:
         print(f"{path} -> {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
 
 
+def here(env: dict[str, str], path: Path) -> None:
+    """Fill in what a file written on this machine does not say: the date it was written,
+    the CPU, Python's and numpy's versions, the commit."""
+    written = datetime.datetime.fromtimestamp(path.stat().st_mtime, datetime.UTC)
+    known = {
+        "date": f"{written:%Y-%m-%d %H:%M} UTC",
+        "hardware": cpu(),
+        "versions": f"Python {platform.python_version()}, numpy {version('numpy')}",
+        "commit": current_commit(),
+    }
+    for key, value in known.items():
+        if env.get(key, NOT_RECORDED) == NOT_RECORDED:
+            env[key] = value
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--add", nargs="+", type=Path, default=[], help="run files to take in")
-    parser.add_argument("--machine", default="", help="machine of added files that name none")
+    parser.add_argument(
+        "--machine", default="", help="machine of added files that name none ('here': this one)"
+    )
     parser.add_argument("--commit", default="", help="commit of added files that name none")
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--output", type=Path, default=ROOT / "BENCHMARKS.md")

@@ -151,7 +151,7 @@ def environment(
     hardware: str, driver: str, versions: Mapping[str, str], math_mode: str, note: str = ""
 ) -> dict[str, str]:
     """The environment of a run started now on this machine."""
-    python = {"python": platform.python_version(), **versions}
+    python = {"Python": platform.python_version(), **versions}
     env = {
         "date": f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC",
         "hardware": hardware,
