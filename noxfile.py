@@ -132,8 +132,7 @@ BENCHES = [
     ["benchmarks/launch_overhead.py", "--backend", "host", "--launches", "5000"],
     ["benchmarks/launch_overhead.py", "--backend", "opencl", "--launches", "5000"],
     ["benchmarks/reduce_bench.py", "--device", "host", "--size-mib", "16"],
-    ["benchmarks/matmul_bench.py", "--device", "host", "--case", "f32:512", "--json",
-     "{out}/matmul_host.json"],
+    ["benchmarks/matmul_bench.py", "--device", "host", "--case", "f32:512"],
 ]  # fmt: skip
 """What ``bench`` runs: the host's and PoCL's benchmarks at small sizes."""
 
@@ -147,10 +146,9 @@ def bench(session: nox.Session) -> None:
     session.install(CORE, "./zyx-opencl", "pocl-binary-distribution", "matplotlib")
     out = session.create_tmp()
     for bench in BENCHES:
-        session.run("python", *(arg.format(out=out) for arg in bench), env={"OUT": out})
-    # matmul_bench's and reduce_bench's files name no machine: they ran on this one.
+        session.run("python", *bench, env={"OUT": out})
     files = sorted(glob(f"{out}/*.json"))
-    session.run("python", "benchmarks/report.py", "--add", *files, "--machine", "here")
+    session.run("python", "benchmarks/report.py", "--add", *files)
 
 
 @nox.session

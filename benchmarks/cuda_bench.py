@@ -347,6 +347,7 @@ def host_to_device(device: Any, torch: Any) -> list[Row]:
     record(h2d, "torch copy_ from pinned", lambda: gpu.copy_(pinned, non_blocking=True), sync)
     record(h2d, "torch copy_ from pageable", lambda: gpu.copy_(pageable), sync)
     record(d2h, "torch copy_ to pageable", lambda: pageable.copy_(gpu), sync)
+    record(d2h, "torch copy_ to pinned", lambda: pinned.copy_(gpu), sync)  # zyx's page-locked peer
     pool.release(buf)
     return rows
 

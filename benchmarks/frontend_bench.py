@@ -53,8 +53,7 @@ def median_time(run: Callable[[], object], sync: Callable[[], None], repeats: in
     return statistics.median(times)
 
 
-def row(benchmark: str, implementation: str, value: float, unit: str) -> Row:
-    return results.row(benchmark, implementation, value, unit)
+row = results.row
 
 
 class Peers:
@@ -110,7 +109,8 @@ def small_op(peers: Peers) -> list[Row]:
                 "µs",
             )
         )
-    rows.append(row(bench, "numpy (host)", 1e6 * median_time(lambda: x + y, _none, 2000), "µs"))
+    numpy = 1e6 * median_time(lambda: x + y, _none, 2000)
+    rows.append(row(bench, "numpy (host)", numpy, "µs", device=results.on_host(peers.device)))
     return rows
 
 

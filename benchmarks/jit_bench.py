@@ -106,6 +106,8 @@ class Torch:
         self.torch = torch
         self.cuda = device.backend == "cuda" and torch.cuda.is_available()
         self.where = "cuda" if self.cuda else "cpu"
+        self.elsewhere = "" if self.cuda else results.on_host(device)
+        """Its rows' ``device`` (results.py): the host where zyx's device is another."""
 
     def tensor(self, values: np.ndarray[Any, Any]) -> Any:
         assert self.torch is not None
@@ -168,7 +170,7 @@ def program_rows(device: Any, peers: Torch, repeats: int) -> list[Row]:
         tx, tb = peers.tensor(hx), peers.tensor(hb)
         _check("torch", twenty_ops(peers.torch, tx, tb), want)
         eager = 1e6 * median_time(lambda: twenty_ops(peers.torch, tx, tb), peers.sync, repeats)
-        rows.append(row(bench, f"torch eager ({peers.where})", eager, "µs"))
+        rows.append(row(bench, f"torch eager ({peers.where})", eager, "µs", device=peers.elsewhere))
         if peers.cuda:
             replay, out = peers.graph(lambda: twenty_ops(peers.torch, tx, tb))
             replay()
@@ -176,7 +178,7 @@ def program_rows(device: Any, peers: Torch, repeats: int) -> list[Row]:
             graphed = 1e6 * median_time(replay, peers.sync, repeats)
             rows.append(row(bench, "torch.cuda.CUDAGraph", graphed, "µs"))
     numpy = 1e6 * median_time(lambda: twenty_ops(np, hx, hb), _none, repeats)
-    rows.append(row(bench, "numpy (host)", numpy, "µs"))
+    rows.append(row(bench, "numpy (host)", numpy, "µs", device=results.on_host(device)))
     return rows
 
 
@@ -198,10 +200,10 @@ def kernel_rows(device: Any, peers: Torch, repeats: int, burst: int) -> list[Row
         turn.reverse()
         return jitted(turn[0], b)
 
-    runs: list[tuple[str, Callable[[], object], Callable[[], None]]] = [
-        ("zyx jit", lambda: jitted(x, b), device.synchronize),
-        ("zyx jit, x alternating (rebound each call)", alternate, device.synchronize),
-        ("zyx eager", lambda: hundred_kernels(x, b), device.synchronize),
+    runs: list[tuple[str, Callable[[], object], Callable[[], None], str]] = [
+        ("zyx jit", lambda: jitted(x, b), device.synchronize, ""),
+        ("zyx jit, x alternating (rebound each call)", alternate, device.synchronize, ""),
+        ("zyx eager", lambda: hundred_kernels(x, b), device.synchronize, ""),
     ]
     if peers.torch is not None:
         torch = peers.torch
@@ -214,21 +216,22 @@ def kernel_rows(device: Any, peers: Torch, repeats: int, burst: int) -> list[Row
             return y
 
         _check("torch", torch_program(), want)
-        runs.append((f"torch eager ({peers.where})", torch_program, peers.sync))
+        runs.append((f"torch eager ({peers.where})", torch_program, peers.sync, peers.elsewhere))
         if peers.cuda:
             replay, out = peers.graph(torch_program)
             replay()
             _check("torch.cuda.CUDAGraph", out, want)
-            runs.append(("torch.cuda.CUDAGraph", replay, peers.sync))
-    runs.append(("numpy (host, 2 ufuncs per step)", lambda: _numpy_hundred(hx, hb), _none))
+            runs.append(("torch.cuda.CUDAGraph", replay, peers.sync, ""))
+    numpy = ("numpy (host, 2 ufuncs per step)", lambda: _numpy_hundred(hx, hb), _none)
+    runs.append((*numpy, results.on_host(device)))
     rows = []
-    for name, run, sync in runs:
+    for name, run, sync, where in runs:
         rate = 1e6 * burst_time(run, sync, burst) / STEPS
         latency = 1e6 * median_time(run, sync, max(repeats // 20, 20)) / STEPS
         rows.append(row(f"{STEPS}-kernel program: µs per kernel, burst of {burst} calls",
-                        name, rate, "µs"))  # fmt: skip
+                        name, rate, "µs", device=where))  # fmt: skip
         rows.append(row(f"{STEPS}-kernel program: µs per kernel, synchronize each call",
-                        name, latency, "µs"))  # fmt: skip
+                        name, latency, "µs", device=where))  # fmt: skip
     return sorted(rows, key=lambda r: r["workload"])
 
 

@@ -6,35 +6,35 @@
     python benchmarks/matmul_bench.py --device host --case f32:512 --case f64:256
     python benchmarks/matmul_bench.py --device cuda --variants   # each variant's kernels too
 
-A case is ``dtype:n`` (n x n times n x n) or ``dtype:batch:n`` (batched); ``--json PATH``
-writes the rows. zyx's first call of a shape races core's generated matmul (zyx.graph.matmul)
-against the generic lowering and keeps the faster (zyx.runtime); what is timed is
-``zyx.matmul`` + ``zyx.realize`` after that, synchronized. Peers where installed: numpy on
-the host, torch (on the device, f32 in true fp32: ``allow_tf32 = False``), torch.compile,
-cupy and tinygrad on CUDA. Each number is the median of repeated runs after warm-up, the
+A case is ``dtype:n`` (n x n times n x n) or ``dtype:batch:n`` (batched). Writes
+``matmul_bench_<machine>_<backend>.json`` to $OUT or . (benchmarks/results.py). zyx's
+first call of a shape races core's generated matmul (zyx.graph.matmul) against the
+generic lowering and keeps the faster (zyx.runtime); what is timed is ``zyx.matmul`` +
+``zyx.realize`` after that, synchronized. Peers where installed: on CUDA torch (f32 in
+true fp32: ``allow_tf32 = False``), torch.compile, cupy and tinygrad; on the host and
+OpenCL numpy and torch on the CPU (beside an OpenCL device, rows of another device:
+results.py's ``device``). Each number is the median of repeated runs after warm-up, the
 runners' runs interleaved (a round runs each once), on random data; each result is checked
-against float64 (the relative error is in the table).
-``--variants`` adds a row per variant of ``zyx.graph.matmul.variants(device)``: its kernels
-alone, timed with ``Device.launch_timed`` (the best of a few), for choosing the default.
+against float64 (the relative error is in the row's note). ``--variants`` adds a row per
+variant of ``zyx.graph.matmul.variants(device)``: its kernels alone, timed with
+``Device.launch_timed`` (the best of a few), for choosing the default; the ``zyx.matmul``
+row stays the case's ``headline``.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
+import importlib
 import importlib.util
-import json
 import os
-import platform
-import re
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import results
 
 import zyx
 
@@ -48,16 +48,14 @@ WARMUP = 2
 
 
 @dataclass(frozen=True)
-class Row:
-    case: str
+class Timed:
+    """One runner's time of one case (``headline``, ``device``: as results.py says)."""
+
     runner: str
     seconds: float
-    flops: float
     error: float | None
-
-    @property
-    def rate(self) -> float:
-        return self.flops / self.seconds
+    headline: bool = False
+    device: str = ""
 
 
 def parse_case(text: str) -> tuple[str, int, int]:
@@ -75,9 +73,11 @@ class Runner:
     run: Callable[[], Any]
     sync: Callable[[], None]
     error: float
+    headline: bool = False
+    device: str = ""
 
 
-def measure(case: Case, runners: list[Runner]) -> list[Row]:
+def measure(runners: list[Runner]) -> list[Timed]:
     """Each runner's median wall time, after warm-up; the runs are interleaved (one of each
     per round), so that a machine whose load changes skews them alike."""
     for runner in runners:
@@ -91,8 +91,18 @@ def measure(case: Case, runners: list[Runner]) -> list[Row]:
             runner.run()
             runner.sync()
             times[runner.name].append(time.perf_counter() - start)
-    return [Row(case.text, r.name, statistics.median(times[r.name]), case.flops, r.error)
+    return [Timed(r.name, statistics.median(times[r.name]), r.error, r.headline, r.device)
             for r in runners]  # fmt: skip
+
+
+def schema_rows(case: Case, timed: list[Timed]) -> list[results.Row]:
+    """The case's rows, in TFLOP/s where its fastest reaches 1 TFLOP/s, else in GFLOP/s."""
+    tera = case.flops / min(t.seconds for t in timed) >= 1e12
+    scale, unit = (1e12, "TFLOP/s") if tera else (1e9, "GFLOP/s")
+    return [results.row(case.name, t.runner, case.flops / t.seconds / scale, unit,
+                        "" if t.error is None else f"relative error {t.error:.1e}",
+                        headline=t.headline, device=t.device)
+            for t in timed]  # fmt: skip
 
 
 def rel_error(out: np.ndarray[Any, Any], ref: np.ndarray[Any, Any]) -> float:
@@ -112,6 +122,12 @@ class Case:
             self.a, self.b = self.a.astype(np.float64), self.b.astype(np.float64)
         self.flops = 2.0 * max(self.batch, 1) * self.n**3
         self._ref: np.ndarray[Any, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """The workload's name in the results: ``matmul bf16 64 x 512³`` for bf16:64:512."""
+        batch = f"{self.batch} x " if self.batch else ""
+        return f"matmul {self.dtype} {batch}{self.n}³"
 
     def reference(self) -> np.ndarray[Any, Any]:
         """In float64 of the operands as the 16-bit dtypes hold them (rounded by zyx)."""
@@ -147,10 +163,10 @@ def bench_zyx(case: Case, device: Any) -> Runner:
         return c
 
     error = rel_error(run().astype(zyx.float64).numpy(), case.reference())
-    return Runner(f"zyx ({device.name})", run, device.synchronize, error)
+    return Runner(f"zyx ({device.name})", run, device.synchronize, error, headline=True)
 
 
-def bench_variants(case: Case, device: Any) -> list[Row]:
+def bench_variants(case: Case, device: Any) -> list[Timed]:
     """Each variant's kernels of ``case`` on ``device``, launched directly (no front end)."""
     from zyx.graph import matmul
     from zyx.graph.claims import matmuls
@@ -179,7 +195,7 @@ def bench_variants(case: Case, device: Any) -> list[Row]:
         error = rel_error(out.astype(zyx.float64).numpy().reshape(case.reference().shape),
                           case.reference())  # fmt: skip
         ns = min(sum(device.launch_timed(p, args) for p, args in launches) for _ in range(3))
-        rows.append(Row(case.text, f"zyx {variant}", ns / 1e9, case.flops, error))
+        rows.append(Timed(f"zyx {variant}", ns / 1e9, error))
     return rows
 
 
@@ -237,7 +253,9 @@ def installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def peers(case: Case, kind: str) -> list[Runner]:
+def peers(case: Case, device: Any) -> list[Runner]:
+    """The peers installed for the device's kind; off CUDA they run on the host."""
+    kind = device.backend
     runs: list[Callable[[], Runner | None]] = []
     if kind in ("host", "opencl"):
         runs.append(lambda: bench_numpy(case))
@@ -259,62 +277,43 @@ def peers(case: Case, kind: str) -> list[Runner]:
             print(f"  (a peer failed on {case.text}: {type(error).__name__}: {error})")
             continue
         if runner is not None:
-            found.append(runner)
+            found.append(replace(runner, device="" if kind == "cuda" else results.on_host(device)))
     return found
 
 
-def hardware(device: Any, kind: str) -> str:
-    if kind == "cuda" and installed("torch"):
-        import torch
-
-        if torch.cuda.is_available():
-            return f"{torch.cuda.get_device_name()} ({device.name})"
-    cpuinfo = Path("/proc/cpuinfo")
-    model = platform.processor()
-    if cpuinfo.exists():
-        found = re.search(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.M)
-        model = found.group(1) if found else model
-    return f"{model}, {os.cpu_count()} cores ({device.name})"
-
-
-def table(rows: list[Row]) -> str:
-    lines = [
-        "| case | runner | ms | GFLOP/s | vs best peer | rel. error |",
-        "|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        peer_rates = [r.rate for r in rows if r.case == row.case and not r.runner.startswith("zyx")]
-        ratio = f"{row.rate / max(peer_rates):.2f}x" if peer_rates else "-"
-        error = "-" if row.error is None else f"{row.error:.1e}"
-        lines.append(f"| {row.case} | {row.runner} | {row.seconds * 1e3:.2f} | "
-                     f"{row.rate / 1e9:,.1f} | {ratio} | {error} |")  # fmt: skip
-    return "\n".join(lines)
+def environment(device: Any) -> dict[str, str]:
+    hardware, driver = results.describe(device)
+    versions = {"numpy": np.__version__, "zyx-core": results.version("zyx-core")}
+    for name in ("torch", "cupy", "tinygrad"):
+        if installed(name):
+            versions[name] = str(getattr(importlib.import_module(name), "__version__", "?"))
+    return results.environment(
+        hardware, driver, versions,
+        "f32 in true fp32 (torch allow_tf32=False), f16/bf16 accumulate in f32",
+        f"median of {REPEATS} runs after {WARMUP} warm-up, the runners interleaved; "
+        f"load average {os.getloadavg()[0]:.1f} at the end",
+    )  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="host", help="host, opencl, cuda or a zyx device name")
     parser.add_argument("--case", action="append", help="dtype:n or dtype:batch:n (repeatable)")
-    parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--variants", action="store_true", help="time every variant too")
     args = parser.parse_args()
     kind = args.device.split(":")[0]
     device = zyx.device(args.device if ":" in args.device or kind == "host" else f"{kind}:0")
     rng = np.random.default_rng(0)
-    rows: list[Row] = []
+    rows: list[results.Row] = []
     for text in args.case or DEFAULT_CASES.get(kind, ["f32:512"]):
         case = Case(text, rng)
-        rows.extend(measure(case, [bench_zyx(case, device), *peers(case, kind)]))
+        timed = measure([bench_zyx(case, device), *peers(case, device)])
         if args.variants:
-            rows.extend(bench_variants(case, device))
-    load = os.getloadavg()
-    print(f"date: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC; "
-          f"hardware: {hardware(device, kind)}; load average {load[0]:.1f}; "
-          "math mode: f32 true fp32 (torch allow_tf32=False), f16/bf16 accumulate in f32; "
-          f"median of {REPEATS} runs after {WARMUP} warm-up\n")  # fmt: skip
-    print(table(rows))
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1) + "\n")
+            timed += bench_variants(case, device)
+        rows += schema_rows(case, timed)
+        print(results.table(rows[-len(timed) :]), flush=True)
+    machine = f"{results.machine()}_{device.backend}"
+    print(results.write("matmul_bench", machine, rows, environment(device)))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 numpy (each where installed, for the device's kind), in one run.
 
     python benchmarks/reduce_bench.py [--device cuda] [--size-mib 1024] [--repeats 20]
-        # writes reduce_bench_<backend>.json and .md to $OUT or .
+        # writes reduce_bench_<machine>_<backend>.json to $OUT or . (benchmarks/results.py)
 
 On a square f32 matrix of ``--size-mib`` (16384 x 16384 for 1024):
 
@@ -15,21 +15,20 @@ On a square f32 matrix of ``--size-mib`` (16384 x 16384 for 1024):
 Each result is checked against numpy in float64 before it is timed. Times are wall clock
 around the work and a synchronize, median of ``--repeats`` runs after warm-up; every
 implementation is timed the same way in the same run. GPU peers (torch, torch.compile,
-cupy) run on a CUDA device; on the host and on CPU OpenCL devices the peers are numpy
-and torch on the CPU. Goal (issue 20): 3500 GB/s or more on the H200 for each sum, and on
-the host at least numpy's.
+cupy) run on a CUDA device; on the host and on OpenCL devices the peers are numpy and
+torch on the CPU (beside an OpenCL device, rows of another device: results.py's
+``device``). Goal (issue 20): 3500 GB/s or more on the H200 for each sum, and on the host
+at least numpy's.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results
 from frontend_bench import Row, _none, _try_import, environment, median_time, row, table
 
 import zyx
@@ -117,6 +116,11 @@ class Peers:
         if not gpu:
             self.impls.append(("numpy", np, lambda h: h, lambda a: np.asarray(a), _none))
 
+    def device_of(self, label: str) -> str:
+        """A row's ``device`` (results.py): off CUDA the peers run on the host."""
+        gpu = self.device.backend == "cuda"
+        return "" if label == "zyx" or gpu else results.on_host(self.device)
+
 
 class _TorchNamespace:
     """torch under the array API names the programs use (``sum`` with ``axis``)."""
@@ -169,17 +173,13 @@ def main() -> None:
         wide = host.astype(np.float64)
         want = (work.reference(wide), work.tolerance(wide))
         del wide
-        new = [row(bench, impl[0], time_program(impl, work, host, want, args.repeats), "GB/s")
+        new = [row(bench, impl[0], time_program(impl, work, host, want, args.repeats), "GB/s",
+                   device=peers.device_of(impl[0]))
                for impl in peers.impls]  # fmt: skip
         rows += new
         print(table(new), flush=True)
-    env = environment(device)
-    out = Path(os.environ.get("OUT", "."))
-    stem = f"reduce_bench_{device.backend}"
-    (out / f"{stem}.json").write_text(json.dumps({"environment": env, "results": rows}, indent=2))
-    text = "".join(f"- {k}: {v}\n" for k, v in env.items()) + "\n" + table(rows)
-    (out / f"{stem}.md").write_text(text)
-    print(text)
+    machine = f"{results.machine()}_{device.backend}"
+    print(results.write("reduce_bench", machine, rows, environment(device)))
 
 
 if __name__ == "__main__":

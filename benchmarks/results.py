@@ -7,10 +7,15 @@ A results file is ``<benchmark>_<machine>.json`` under ``benchmarks/results/``::
      "environment": {"date": ..., "hardware": ..., "driver": ..., "versions": ...,
                      "commit": ..., "math mode": ..., "command": ..., "note": ...},
      "rows": [{"workload": ..., "implementation": ..., "value": 4.37, "unit": "TB/s",
-               "note": ...}]}
+               "note": ..., "headline": true, "device": "host"}]}
 
-``note`` is optional in both. A row whose implementation starts with "zyx" is zyx's; every
-other row is a peer measured in the same run. Units say which way is faster (``HIGHER``,
+``note`` is optional in both, and so are a row's ``headline`` and ``device``. A row whose
+implementation starts with "zyx" is zyx's; every other row is a peer measured in the same
+run. ``headline`` marks the zyx row of the path users take where a workload also times
+lower layers (``zyx.realize(x @ y)`` beside ``Device.launch`` of its kernel): the report
+shows it rather than zyx's fastest row. ``device`` names where a peer ran when that is not
+the run's device (numpy on the host beside a GPU run): the report compares zyx with such a
+peer only where none ran on the run's device. Units say which way is faster (``HIGHER``,
 ``LOWER``); ``x`` is a ratio of zyx's time over a reference call's, measured as such.
 ``benchmarks/report.py`` renders the files into BENCHMARKS.md; ``load`` also reads the
 older formats some scripts still write.
@@ -42,13 +47,26 @@ Row = dict[str, Any]
 Results = dict[str, Any]
 
 
-def row(workload: str, implementation: str, value: float, unit: str, note: str = "") -> Row:
-    """One measured value."""
+def row(
+    workload: str, implementation: str, value: float, unit: str, note: str = "", *,
+    headline: bool = False, device: str = "",
+) -> Row:  # fmt: skip
+    """One measured value (``headline`` and ``device`` as the module says)."""
     out: Row = {"workload": workload, "implementation": implementation,
                 "value": float(value), "unit": unit}  # fmt: skip
     if note:
         out["note"] = note
+    if headline:
+        out["headline"] = True
+    if device:
+        out["device"] = device
     return out
+
+
+def on_host(device: Any) -> str:
+    """The ``device`` of a peer's row that ran on the host (numpy, torch on the CPU) beside
+    zyx's ``device``: none where that is the host itself, else "host"."""
+    return "" if device.backend == "host" else "host"
 
 
 def is_zyx(implementation: str) -> bool:

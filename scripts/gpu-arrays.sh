@@ -18,7 +18,7 @@ for name in ${STEPS:-cuda-tests opencl-tests small-op frontend-bench matmul-benc
     opencl-tests) ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" tests opencl "${FILE_LIMIT:-60}" ;;
     small-op) step small-op 60 python3 benchmarks/small_op_profile.py --device cuda ;;
     frontend-bench) step frontend-bench 150 python3 benchmarks/frontend_bench.py --device cuda ;;
-    matmul-bench) step matmul-bench 150 python3 benchmarks/matmul_bench.py --device cuda --json "$OUT/matmul_bench.json" ;;
+    matmul-bench) step matmul-bench 150 python3 benchmarks/matmul_bench.py --device cuda ;;
     reduce-bench) step reduce-bench 300 python3 benchmarks/reduce_bench.py --device cuda ;;
     jit-bench) step jit-bench 150 python3 benchmarks/jit_bench.py --device cuda --repeats 500 ;;
     cuda-bench) step cuda-bench 150 python3 benchmarks/cuda_bench.py ;;

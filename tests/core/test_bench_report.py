@@ -1,6 +1,7 @@
-"""benchmarks/report.py renders results files into BENCHMARKS.md's tables: zyx's best row,
-each peer's value and zyx's speed over it in the direction of the unit, the hardware limit
-where one holds, and no ratio where no peer ran."""
+"""benchmarks/report.py renders results files into BENCHMARKS.md's tables: zyx's best row
+(or the headline row where one is marked), each peer's value and zyx's speed over it in the
+direction of the unit, the best peer on the run's device before one that ran elsewhere, the
+hardware limit where one holds, and no ratio where no peer ran."""
 
 from __future__ import annotations
 
@@ -25,13 +26,15 @@ def report() -> ModuleType:
         sys.path.remove(str(BENCHMARKS))
 
 
-def run(hardware: str, rows: list[tuple[str, str, float, str]]) -> dict[str, Any]:
+def run(hardware: str, rows: list[tuple[Any, ...]]) -> dict[str, Any]:
+    """A run's results: rows of (workload, implementation, value, unit[, flags])."""
     env = {"date": "2026-12-03 08:00 UTC", "hardware": hardware, "driver": "580.159",
            "versions": "Python 3.12.3", "commit": "abc1234", "math mode": "IEEE f32",
            "command": "python benchmarks/x.py"}  # fmt: skip
     return {"benchmark": "cuda_bench", "machine": "nvidia-h200", "environment": env,
-            "rows": [{"workload": w, "implementation": i, "value": v, "unit": u}
-                     for w, i, v, u in rows]}  # fmt: skip
+            "rows": [{"workload": w, "implementation": i, "value": v, "unit": u,
+                      **(more[0] if more else {})}
+                     for w, i, v, u, *more in rows]}  # fmt: skip
 
 
 def test_tables_ratios_and_limit(report: ModuleType) -> None:
@@ -83,3 +86,28 @@ def test_older_formats_converted(report: ModuleType, tmp_path: Path) -> None:
     assert added["environment"]["commit"] == "abc1234"
     text = report.render([added], [])
     assert "| **zyx (cuda:0)** (relative error 1.0e-06) | 40 TFLOP/s | 0.50x |" in text
+
+
+def test_headline_row_and_peer_on_the_device(report: ModuleType) -> None:
+    """The headline row stands for zyx though a lower layer's is faster; a peer that ran on
+    another device (numpy on the host beside a GPU) counts only where none ran on it."""
+    results = run("NVIDIA H200 (sm_90)", [
+        ("matmul host time", "zyx.realize(x @ y)", 100.0, "µs", {"headline": True}),
+        ("matmul host time", "zyx Device.launch", 10.0, "µs"),
+        ("matmul host time", "torch.mm", 20.0, "µs"),
+        ("a + b", "zyx", 50.0, "µs"),
+        ("a + b", "torch", 25.0, "µs"),
+        ("a + b", "numpy (host)", 1.0, "µs", {"device": "host"}),
+        ("sum", "zyx", 40.0, "µs"),
+        ("sum", "numpy (host)", 10.0, "µs", {"device": "host"}),
+    ])  # fmt: skip
+    text = report.render([results], [])
+    assert "| **zyx.realize(x @ y)** | 100 µs | 0.20x |" in text
+    assert "| zyx Device.launch | 10 µs | 2.00x |" in text
+    assert "| torch.mm | 20 µs | 0.20x |" in text
+    assert "| matmul host time | 100 µs (zyx.realize(x @ y)) | 20 (torch.mm) | 0.20x | — |" in text
+    # torch on the GPU is the peer; numpy on the host keeps its row and zyx's ratio over it.
+    assert "| a + b | 50 µs | 25 (torch) | 0.50x | — |" in text
+    assert "| **zyx** | 50 µs | 0.50x |" in text and "| numpy (host) | 1 µs | 0.02x |" in text
+    # Without a peer on the device, the host's numpy stands in.
+    assert "| sum | 40 µs | 10 (numpy (host)) | 0.25x | — |" in text
