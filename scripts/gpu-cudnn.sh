@@ -4,7 +4,7 @@
 # tests/cudnn (its GPU tests: each plan against numpy float64, the race through zyx), then
 # benchmarks/cudnn_bench.py with zyx.sched and zyx.tune at DEBUG (ZYX_DEBUG=260: what cuDNN
 # refused and why, every candidate plan's build and run time). Within 8 minutes; logs and
-# cudnn_bench.{md,json} under $OUT. ONLY=tests skips the benchmark.
+# cudnn_bench_<machine>.json under $OUT. ONLY=tests skips the benchmark.
 source scripts/gpu-steps.sh || exit 1
 step doctor 60 python3 -m zyx doctor
 step cudnn-tests 210 python3 -m pytest tests/cudnn -q -rs --tb=short -p no:cacheprovider --durations=15

@@ -3,8 +3,8 @@
 # OpenCL, then benchmarks/jit_bench.py on both (issue 20's goals: a replayed kernel
 # <= 1.5 us, the 20-op program <= 30 us). One device call:
 #   bash scripts/gpu-jit.sh
-# Logs and results (jit_bench_cuda.md/.json, jit_bench_opencl.md/.json) under $OUT; each
-# step's last lines and time on stdout.
+# Logs and results (jit_bench_<machine>_cuda.json, jit_bench_<machine>_opencl.json) under
+# $OUT; each step's last lines and time on stdout.
 source scripts/gpu-steps.sh || exit 1
 export TAIL=22
 nvidia=$(python3 -c "import pyopencl as cl; print(next(i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name))")

@@ -3,18 +3,15 @@
 # its CUDA tests (every GPU variant against numpy in float64), its OpenCL tests on NVIDIA's
 # OpenCL, then benchmarks/matmul_bench.py on CUDA with every variant's kernels timed
 # (the issue 20 goals: f32 4096^3 true fp32, bf16 8192^3, bf16 64 x 512^3) and on NVIDIA's
-# OpenCL. Logs and matmul_cuda.json / matmul_opencl.json under $OUT. The steps' limits add
-# up to 570 s, within one call's 600.
-rm -rf /tmp/site/zyx /tmp/site/zyx_* /tmp/site/zyx*.dist-info
-source scripts/gpu-prelude.sh || exit 1
-export ZYX_CACHE_DIR=/tmp/zyx-cache OUT=${OUT:-.}
-step() { local name=$1 limit=$2; shift 2; local start=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local status=$?
-  tail -n 16 "$OUT/$name.log"; echo "== $name: exit $status, $((SECONDS - start)) s"; }
+# OpenCL. Logs and matmul_bench_<machine>_{cuda,opencl}.json under $OUT
+# (`python benchmarks/report.py --add` takes them in). The steps' limits add up to 570 s,
+# within one call's 600.
+source scripts/gpu-steps.sh || exit 1
+export TAIL=16 ZYX_BENCH_VIA="bash scripts/gpu-matmul.sh"  # the command the results name
 nvidia=$(python3 -c "import pyopencl as cl; print(next(i for i, p in enumerate(cl.get_platforms()) if 'NVIDIA' in p.name))")
 step matmul-tests-cuda 120 python3 -m pytest tests/cuda/test_cuda_matmul.py -q -rf --tb=short -p no:cacheprovider
 ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" step matmul-tests-opencl 90 \
   python3 -m pytest tests/opencl/test_opencl_matmul.py -q -rf --tb=short -p no:cacheprovider
-step matmul-bench-cuda 300 python3 benchmarks/matmul_bench.py --device cuda --variants --json "$OUT/matmul_cuda.json"
+step matmul-bench-cuda 300 python3 benchmarks/matmul_bench.py --device cuda --variants
 ZYX_OPENCL__PLATFORM_IDS="[$nvidia]" step matmul-bench-opencl 60 \
-  python3 benchmarks/matmul_bench.py --device opencl --case f32:4096 --json "$OUT/matmul_opencl.json"
+  python3 benchmarks/matmul_bench.py --device opencl --case f32:4096
