@@ -11,7 +11,7 @@
   (``mmap`` + ``MADV_HUGEPAGE``, then ``cuMemHostRegister``) instead of ``cuMemHostAlloc``;
 - zyx's ``pool.write`` as shipped, and torch's copy from pinned memory (the DMA alone).
 
-Both lost (BENCHMARKS.md): registration costs more than the copy it saves.
+Both lost to ``pool.write`` on the H200: registration costs more than the copy it saves.
 """
 
 from __future__ import annotations

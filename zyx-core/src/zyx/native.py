@@ -1,9 +1,9 @@
 """Small CPython extension modules, built at run time with the host's C compiler.
 
 A few calls on a backend's hot path cost less in C than through any Python binding, which
-converts each argument at each call (BENCHMARKS.md has the figures). zyx's packages are
-pure Python, so a backend that wants such a call builds it here, as Triton builds its
-launchers:
+converts each argument at each call (benchmarks/launch_overhead.py times a launch both
+ways). zyx's packages are pure Python, so a backend that wants such a call builds it here,
+as Triton builds its launchers:
 from C source, against this interpreter's headers, with the compiler the host backend uses
 (``ZYX_HOST_COMPILER``, else ``cc``). Built modules are cached on disk (``zyx.cache``
 folder ``native``), keyed by the source and the interpreter, so the compiler runs once per

@@ -1,12 +1,12 @@
 """zyx-cuda's native module (``native.c``, built by ``zyx.native``), or ``None``.
 
 ``launch`` calls the driver's ``cuLaunchKernel`` with plain ints, below cuda-python's
-binding, which builds conversion objects for its eleven arguments (BENCHMARKS.md measures
-the difference). ``Launcher`` runs a program's whole launch in C when it repeats an earlier
-one (``zyx_cuda.program``). ``upload`` and ``download`` run a staging lane's share of a
-large copy without the GIL (``zyx_cuda.staging``). Without a C compiler or Python's headers
-(or with ``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and runs the lanes in Python instead:
-the same results, slower.
+binding, which builds conversion objects for its eleven arguments
+(benchmarks/cuda_bench.py's empty-launch rows time both). ``Launcher`` runs a program's
+whole launch in C when it repeats an earlier one (``zyx_cuda.program``). ``upload`` and
+``download`` run a staging lane's share of a large copy without the GIL
+(``zyx_cuda.staging``). Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``)
+zyx-cuda calls cuda-python and runs the lanes in Python instead: the same results, slower.
 """
 
 from __future__ import annotations

@@ -8,11 +8,11 @@ slow lane hold whole copies back). Each lane owns two pinned slots and alternate
 them: it ``memmove``s a chunk into one slot (ctypes drops the GIL for that) and enqueues
 its DMA, then fills the other slot while that DMA runs. A slot's event says when its last
 DMA finished and the slot may be filled again. The chunk size (``SLOT_BYTES``) and the
-number of lanes (``THREADS``) are the best of the sweeps in BENCHMARKS.md (CUDA section):
+number of lanes (``THREADS``) are the best of benchmarks/staging_sweep.py's sweeps on an H200:
 beyond a few lanes the host's memory bandwidth, shared by the extra copy and the DMA, is
 the limit, not the lane count. Streaming (non-temporal) stores into the slots, page-locking
 part of the source in place beside the lanes, and first chunks growing from a fraction of
-a slot were tried there and gained nothing.
+a slot were tried in such sweeps and gained nothing.
 
 Where zyx-cuda's native module is built, each lane runs in C without the GIL (``native.c``:
 ``upload``, ``download``; the download also starts a chunk's DMA while the one before is

@@ -28,6 +28,7 @@ class OpenCLSection(BackendSection):
     """Commands per micro-batch: the scheduler flushes at this size or at a sync point."""
     gate: bool | None = None
     """Hold each window's commands behind a user event until the whole window is enqueued;
-    ``None``: on CPU devices only. Measured (BENCHMARKS.md): on PoCL, ``Device.launch``
-    takes 30-50% less host time with it; on NVIDIA's OpenCL half, but 8-15% fewer small
-    kernels per second go through, and the process's other enqueues slow down."""
+    ``None``: on CPU devices only. With it ``Device.launch`` takes less host time; on
+    NVIDIA's OpenCL, though, fewer small kernels per second go through and the process's
+    other enqueues slow down (benchmarks/opencl_bench.py ``--gate on|off``: its empty-kernel
+    and throughput rows)."""

@@ -3,10 +3,11 @@
  *
  * enqueue: clEnqueueNDRangeKernel with plain ints and no event out. pyopencl's binding
  * always creates an event, which costs a driver host time on every launch (NVIDIA's
- * OpenCL most, BENCHMARKS.md); the scheduler asks for events only where something waits
- * (markers). The GIL is kept across the call, as pyopencl keeps it for every enqueue that
- * does not block: the call returns without waiting for the device, and giving the GIL up
- * and taking it back would cost more than it lets other threads do meanwhile.
+ * OpenCL most: benchmarks/opencl_c_loop.py times one queue with and without); the
+ * scheduler asks for events only where something waits (markers). The GIL is kept across
+ * the call, as pyopencl keeps it for every enqueue that does not block: the call returns
+ * without waiting for the device, and giving the GIL up and taking it back would cost
+ * more than it lets other threads do meanwhile.
  * Enqueuer: a kernel's submit and enqueue, in C where a launch is a plain one (below),
  * under the device's Lock (tracker.c's, which this module exports too).
  * enqueue_window: the scheduler's loop over a window, calling each Enqueuer directly.

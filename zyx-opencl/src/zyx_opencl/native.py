@@ -1,13 +1,13 @@
 """zyx-opencl's native enqueue (``native.c``, built by ``zyx.native``), or ``None``.
 
-``enqueue`` (``enqueue_function()``) calls ``clEnqueueNDRangeKernel`` with plain ints and no
-event out; pyopencl's binding always creates one, at a cost in host time per launch
-(BENCHMARKS.md). ``Enqueuer`` (``enqueuer_type()``) runs a kernel's submit and enqueue in
-C where a launch is a plain one (``zyx_opencl.program``), and
-``enqueue_window`` (``window_loop()``) the scheduler's loop over its window
-(``zyx_opencl.scheduler``). The entry points are taken from the ICD loader pyopencl
-itself loaded (its wheel bundles one), else the system's; the loader dispatches through
-the queue's own driver.
+``enqueue`` (``enqueue_function()``) calls ``clEnqueueNDRangeKernel`` with plain ints and
+no event out; pyopencl's binding always creates one, at a cost in host time per launch
+(benchmarks/opencl_c_loop.py times a launch with and without one). ``Enqueuer``
+(``enqueuer_type()``) runs a kernel's submit and enqueue in C where a launch is a plain one
+(``zyx_opencl.program``), and ``enqueue_window`` (``window_loop()``) the scheduler's loop
+over its window (``zyx_opencl.scheduler``). The entry points are taken from the ICD loader
+pyopencl itself loaded (its wheel bundles one), else the system's; the loader dispatches
+through the queue's own driver.
 Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``) each of the three is
 ``None``, and zyx-opencl enqueues through pyopencl and drops the event: the same results,
 slower.

@@ -14,19 +14,21 @@ Every other command is a ``Command``. Enqueuing a window:
 2. where the scheduler is ``gated``, the first command of each queue also waits for the
    window's gate, a user event set complete once the whole window is enqueued. A driver
    that starts each command as it is enqueued (PoCL) would otherwise wake its idle worker
-   threads once per command, and the host's enqueues cost more (BENCHMARKS.md);
+   threads once per command, and the host's enqueues cost more (benchmarks/opencl_c_loop.py
+   times the schedule with and without the gate);
 3. every queue the window used is flushed once. A command may wait on another queue's
    event only once that queue was flushed; flushing once per window rather than once per
    command is what the window saves.
 
 Launches create no event: an event per command costs a driver host time per launch
-(BENCHMARKS.md). The dependency maps name points on a queue by sequence number instead
-(``seq * queues + queue``, as zyx-cuda's streams do), and an event for such a point is
-made only when something must wait for it: a marker enqueued on its queue (in-order, so it
-completes after every command before it) when another queue's command waits, or a
-released buffer's memory, or a copy's host memory. A copy's own event serves as such a
-marker too. Markers are kept per queue until seen complete, so an event lives only while
-it can still matter and is released (its last reference dropped) exactly once.
+(benchmarks/opencl_c_loop.py: one queue with and without). The dependency maps name points
+on a queue by sequence number instead (``seq * queues + queue``, as zyx-cuda's streams do),
+and an event for such a point is made only when something must wait for it: a marker
+enqueued on its queue (in-order, so it completes after every command before it) when
+another queue's command waits, or a released buffer's memory, or a copy's host memory. A
+copy's own event serves as such a marker too. Markers are kept per queue until seen
+complete, so an event lives only while it can still matter and is released (its last
+reference dropped) exactly once.
 
 A buffer released to zero waits for the window that may use it to be enqueued
 (``free_after_window``); its memory is then freed once the points of its last uses

@@ -374,7 +374,7 @@ class CDialect:
         if dtype.itemsize < 4:
             # Sign-extended by shifts in int: NVIDIA's compiler (CUDA 13.0's, for NVRTC and
             # its OpenCL alike) folds a 16-bit -x > 0 to x < 0, wrong for MIN, however the
-            # negation is written but this way (BENCHMARKS.md).
+            # negation is written but this way (benchmarks/nvidia_i16_negation.py tries each).
             shift = 32 - 8 * dtype.itemsize
             int32 = self.value_type(DType.I32)
             return f"(({self.value_type(dtype)})((({int32})({negated} << {shift})) >> {shift}))"
