@@ -178,7 +178,7 @@ def workload_table(work: Workload) -> str:
         elif work.higher is not None and not is_zyx(r["implementation"]) and zyx is not None:
             against = ratio(work.speedup(zyx, r["value"]))
         label = f"**{r['implementation']}**" if r is zyx else r["implementation"]
-        note = f" ({r['note']})" if r.get("note") else ""
+        note = f" ({'; '.join(notes(r))})" if notes(r) else ""
         cells = [f"{label}{note}", value(r["value"], r["unit"]), against][: len(columns)]
         lines.append(f"| {' | '.join(cells)} |")
     limit = work.limit()
@@ -187,6 +187,14 @@ def workload_table(work: Workload) -> str:
         against = ratio(work.speedup(zyx, bound)) if zyx is not None else ""
         lines.append(f"| limit: {what} | {value(bound, work.unit)} | {against} |")
     return "\n".join(lines) + "\n"
+
+
+def notes(r: Row) -> list[str]:
+    """A row's note, after where it ran where that is not the run's device (and its label
+    does not say so)."""
+    where = r.get("device", "")
+    elsewhere = [f"on the {where}"] if where and where not in r["implementation"] else []
+    return elsewhere + ([r["note"]] if r.get("note") else [])
 
 
 def title(results: Results) -> str:

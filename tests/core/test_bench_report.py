@@ -100,6 +100,7 @@ def test_headline_row_and_peer_on_the_device(report: ModuleType) -> None:
         ("a + b", "numpy (host)", 1.0, "µs", {"device": "host"}),
         ("sum", "zyx", 40.0, "µs"),
         ("sum", "numpy (host)", 10.0, "µs", {"device": "host"}),
+        ("sum", "torch (cpu)", 20.0, "µs", {"device": "host", "note": "eager"}),
     ])  # fmt: skip
     text = report.render([results], [])
     assert "| **zyx.realize(x @ y)** | 100 µs | 0.20x |" in text
@@ -109,5 +110,7 @@ def test_headline_row_and_peer_on_the_device(report: ModuleType) -> None:
     # torch on the GPU is the peer; numpy on the host keeps its row and zyx's ratio over it.
     assert "| a + b | 50 µs | 25 (torch) | 0.50x | — |" in text
     assert "| **zyx** | 50 µs | 0.50x |" in text and "| numpy (host) | 1 µs | 0.02x |" in text
-    # Without a peer on the device, the host's numpy stands in.
+    # Without a peer on the device, the host's numpy stands in; a row whose label does not
+    # say where it ran says so.
     assert "| sum | 40 µs | 10 (numpy (host)) | 0.25x | — |" in text
+    assert "| torch (cpu) (on the host; eager) | 20 µs | 0.50x |" in text
