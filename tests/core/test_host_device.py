@@ -1,10 +1,14 @@
-"""The host device: compiled C matches the interpreter; compile errors, the disk cache, the
-interpreter fallback, barriers, half precision and launch arguments."""
+"""The host device: compiled C matches the interpreter; compile errors, the disk cache (also
+across processes, through the front end), the interpreter fallback, barriers, half
+precision and launch arguments."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import shlex
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -103,6 +107,54 @@ def test_the_second_compile_is_a_cache_hit(
     program = HostDevice(HostPool()).compile(kernel)  # a new device: no in-memory state
     assert program.name == "saxpy"
     assert len(list(private_cache.iterdir())) == 1
+
+
+FIRST_REALIZE = """
+import json, sys
+from pathlib import Path
+import numpy as np, zyx
+log = Path({log!r})
+x = np.linspace(-4, 4, 1024, dtype=np.float32)
+a = zyx.asarray(x, device=zyx.device("host"))
+runs, modules = len(log.read_text().splitlines()), set(sys.modules)
+y = (zyx.sin(a) + 1).numpy()
+print(json.dumps({{
+    "compiler_runs": len(log.read_text().splitlines()) - runs,
+    "imported": sorted(set(sys.modules) - modules),
+    "error": float(np.max(np.abs(y - (np.sin(x.astype(np.float64)) + 1)))),
+}}))
+"""
+
+
+@needs_cc
+def test_a_new_processs_first_realize_finds_its_kernel_on_disk(
+    tmp_path: Path, environ: dict[str, str]
+) -> None:
+    """The first realize of a small op in a new process, after an earlier process built its
+    kernel: the C compiler (a wrapper that logs its runs) does not run, and nothing is
+    imported on the way (a module the op does not need, core's matmul, costs more than
+    the rest of such a realize)."""
+    found = toolchain()
+    assert found is not None
+    log, wrapper = tmp_path / "compiler.log", tmp_path / "cc"
+    log.write_text("")
+    wrapper.write_text(
+        f'#!/bin/sh\necho "$*" >> {shlex.quote(str(log))}\nexec {shlex.quote(found.command)} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = {**environ, "ZYX_HOST_COMPILER": str(wrapper), "ZYX_CACHE_DIR": str(tmp_path / "cache")}
+    code = FIRST_REALIZE.format(log=str(log))
+    cold, warm = (
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(2)
+    )
+    assert cold["compiler_runs"] >= 1  # an empty cache: the kernel is built
+    assert warm["compiler_runs"] == 0 and warm["imported"] == []
+    assert cold["error"] < 1e-6 and warm["error"] < 1e-6
 
 
 @needs_cc

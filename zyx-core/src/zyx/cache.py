@@ -21,11 +21,17 @@ _log = logging.getLogger("zyx.compile")
 
 def cache_root() -> Path:
     """The folder that holds every zyx cache."""
+    return Path(_root())
+
+
+def _root() -> str:
+    # A string, not a Path: a kernel's first launch looks its binary up here, and pathlib
+    # costs more than the lookup itself there.
     explicit = os.environ.get("ZYX_CACHE_DIR")
     if explicit:
-        return Path(explicit)
+        return explicit
     xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "zyx"
+    return os.path.join(xdg or os.path.join(os.path.expanduser("~"), ".cache"), "zyx")
 
 
 def digest(*parts: str) -> str:
@@ -43,6 +49,10 @@ class DiskCache:
     @property
     def folder(self) -> Path:
         return cache_root() / self.name
+
+    def path(self, key: str) -> str:
+        """Where the blob of ``key`` is (or would be) stored."""
+        return os.path.join(_root(), self.name, key)
 
     def get(self, key: str) -> bytes | None:
         """The blob stored under ``key``, or ``None``."""

@@ -73,7 +73,6 @@ class Claimed(Custom):
 def offers(graph: Graph) -> list[Claim]:
     """Every valid claim of every plugin, asked once per device of ``graph``, then core's
     own (``zyx.graph.matmul``); the first claim of a node wins."""
-    from zyx.graph import matmul  # it builds on this module
     from zyx.plugins import registry
 
     hook = registry().plugin_manager.hook.zyx_match_graph
@@ -83,9 +82,13 @@ def offers(graph: Graph) -> list[Claim]:
         for device in devices.values():
             for claim in _ask(impl, graph, device):
                 claimed.setdefault(id(claim.output), claim)
-    for device in devices.values():
-        for claim in matmul.offer(graph, device):
-            claimed.setdefault(id(claim.output), claim)
+    products = matmuls(graph)
+    if products:  # loaded only here: a graph without matmuls (most) pays no import for it
+        from zyx.graph import matmul  # it builds on this module
+
+        for device in devices.values():
+            for claim in matmul.offer(products, device):
+                claimed.setdefault(id(claim.output), claim)
     return list(claimed.values())
 
 

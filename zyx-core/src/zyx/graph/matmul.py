@@ -2,7 +2,7 @@
 
 ``zyx.matmul`` records a broadcast product summed over its last dim (``claims.Matmul``),
 which the generic lowering runs one dot product per work-item: correct everywhere, slow.
-``offer(graph, device)`` gives each matmul of a graph a claim whose launches are the kernels
+``offer(matmuls, device)`` gives each matmul of a graph a claim whose launches are the kernels
 below; the runtime races it against the generic kernels and takes it only where faster
 (``zyx.runtime``), so nothing in the scheduler knows about matmuls.
 
@@ -42,14 +42,13 @@ from math import prod
 from typing import TYPE_CHECKING
 
 from zyx.dtypes import DType
-from zyx.graph.claims import Claim, Matmul, Operand, matmuls
+from zyx.graph.claims import Claim, Matmul, Operand
 from zyx.graph.nodes import CustomLaunch
 from zyx.ir.builder import KernelBuilder, Value
 from zyx.ir.ops import Kernel, ParamKind, Storage
 
 if TYPE_CHECKING:
     from zyx.backend import Buffer, Device
-    from zyx.graph.schedule import Graph
 
 BANKS = 32
 """Banks of a GPU's local memory (NVIDIA's and AMD's), for laying out the tiles."""
@@ -150,11 +149,11 @@ def default(m: Matmul, device: Device) -> Variant | None:
     return enough[0] if enough else fitting[groups.index(max(groups))]
 
 
-def offer(graph: Graph, device: Device) -> list[Claim]:
-    """A claim for each matmul of ``graph`` on ``device`` of at least ``MIN_WORK``
-    multiply-adds that a variant fits."""
+def offer(products: Sequence[Matmul], device: Device) -> list[Claim]:
+    """A claim for each matmul of ``products`` (a graph's ``claims.matmuls``) on ``device``
+    of at least ``MIN_WORK`` multiply-adds that a variant fits."""
     found = []
-    for m in matmuls(graph):
+    for m in products:
         big = prod(m.batch) * m.n * m.m * m.k >= MIN_WORK
         variant = default(m, device) if big and m.output.device is device else None
         if variant is not None and m.output.dtype in _ACCUMULATORS:

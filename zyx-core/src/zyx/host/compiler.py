@@ -152,8 +152,8 @@ class HostCompiler:
         """The loaded library and its kernel function. Raises KernelCompilation with the
         compiler's stderr in ``log``."""
         key = self.key(source)
-        cached = self.cache.folder / key
-        if cached.is_file():
+        cached = self.cache.path(key)
+        if os.path.isfile(cached):
             log.debug("host: cache hit for %s: %s", source.name, cached)
             try:
                 return _load(cached, source.name)
@@ -164,7 +164,7 @@ class HostCompiler:
             built = self._build(source, Path(tmp))
             self.cache.put(key, built.read_bytes())
             # Loaded before the temporary folder goes, in case the cache could not store it.
-            return _load(cached if cached.is_file() else built, source.name)
+            return _load(cached if os.path.isfile(cached) else str(built), source.name)
 
     def _build(self, source: Source, tmp: Path) -> Path:
         # Not named for the kernel: a long name would pass the file system's limit.
@@ -190,9 +190,9 @@ class HostCompiler:
         return built
 
 
-def _load(path: Path, name: str) -> tuple[ctypes.CDLL, KernelFunction]:
+def _load(path: str, name: str) -> tuple[ctypes.CDLL, KernelFunction]:
     try:
-        library = ctypes.CDLL(str(path))
+        library = ctypes.CDLL(path)
         function = getattr(library, name)
     except (OSError, AttributeError) as error:
         raise BackendError(

@@ -59,6 +59,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    Where,
     format_op,
 )
 
@@ -709,55 +710,67 @@ class _Analysis:
 
     # ---- the walk -----------------------------------------------------------------------
 
-    def run(self) -> Extents:  # noqa: C901 - one branch per op kind
-        n = self.nodes
+    def run(self) -> Extents:
+        data, visits = self.data, _VISITS
         for ref, op in enumerate(self.ops):
-            if isinstance(op, (Load, Cast, Unary, Binary)) or hasattr(op, "cond"):
-                operands = [getattr(op, f) for f in ("src", "index", "x", "a", "b", "cond")
-                            if hasattr(op, f)]  # fmt: skip
-                if any(o in self.data for o in operands):
-                    self.data.add(ref)
-            if isinstance(op, Param):
-                self.param(ref, op)
-            elif isinstance(op, Range):
-                self.range(ref, op)
-            elif isinstance(op, Const) and op.dtype.is_int:
-                value = n.const(int(op.wrapped))
-                if op.dtype is INDEX:
-                    self.forms[ref] = self.uniform(value)
-                else:
-                    self.narrow[ref] = value
-            elif isinstance(op, Load):
-                self.data.add(ref)
-                self.access(ref, op.src, op.index, "Load")
-            elif isinstance(op, Store):
-                self.access(ref, op.dst, op.index, "Store")
-            elif isinstance(op, Cast) and op.dtype is INDEX:
-                source = self.kernel.dtype_of(op.x)
-                if source is INDEX:
-                    self.forms[ref] = self.form(op.x)
-                elif op.x in self.narrow:
-                    self.forms[ref] = self.uniform(self.narrow[op.x])
-            elif isinstance(op, Unary) and op.op is UOp.NEG and self.kernel.dtype_of(op.x) is INDEX:
-                f = self.form(op.x)
-                self.forms[ref] = None if f is None else self.scale(f, n.const(-1))
-            elif isinstance(op, Binary) and self.kernel.dtype_of(op.a) is INDEX:
-                if op.op in (BOp.CMPLT, BOp.CMPGT, BOp.CMPGE):
-                    self.compares[ref] = (op.op, op.a, op.b)
-                else:
-                    self.forms[ref] = self.binary(op)
-            elif isinstance(op, Binary) and op.op is BOp.AND:
-                self.compares[ref] = ("and", op.a, op.b)
-            elif isinstance(op, If):
-                self.scopes.append(self.open_if(op))
-            elif isinstance(op, Loop):
-                self.scopes.append(
-                    self.open_loop(ref, op) if all(s.modeled for s in self.scopes)
-                    else _Scope(modeled=False)
-                )  # fmt: skip
-            elif isinstance(op, (EndIf, EndLoop)):
-                self.scopes.pop()
-        return Extents(self.kernel, self.accesses, n)
+            kind = type(op)
+            if data and any(getattr(op, f) in data for f in _OPERANDS.get(kind, ())):
+                data.add(ref)
+            visit = visits.get(kind)
+            if visit is not None:
+                visit(self, ref, op)
+        return Extents(self.kernel, self.accesses, self.nodes)
+
+    def const(self, ref: Ref, op: Const) -> None:
+        if not op.dtype.is_int:
+            return
+        value = self.nodes.const(int(op.wrapped))
+        if op.dtype is INDEX:
+            self.forms[ref] = self.uniform(value)
+        else:
+            self.narrow[ref] = value
+
+    def load(self, ref: Ref, op: Load) -> None:
+        self.data.add(ref)
+        self.access(ref, op.src, op.index, "Load")
+
+    def store(self, ref: Ref, op: Store) -> None:
+        self.access(ref, op.dst, op.index, "Store")
+
+    def cast(self, ref: Ref, op: Cast) -> None:
+        if op.dtype is not INDEX:
+            return
+        source = self.kernel.dtype_of(op.x)
+        if source is INDEX:
+            self.forms[ref] = self.form(op.x)
+        elif op.x in self.narrow:
+            self.forms[ref] = self.uniform(self.narrow[op.x])
+
+    def unary(self, ref: Ref, op: Unary) -> None:
+        if op.op is UOp.NEG and self.kernel.dtype_of(op.x) is INDEX:
+            f = self.form(op.x)
+            self.forms[ref] = None if f is None else self.scale(f, self.nodes.const(-1))
+
+    def binary_op(self, ref: Ref, op: Binary) -> None:
+        if self.kernel.dtype_of(op.a) is INDEX:
+            if op.op in (BOp.CMPLT, BOp.CMPGT, BOp.CMPGE):
+                self.compares[ref] = (op.op, op.a, op.b)
+            else:
+                self.forms[ref] = self.binary(op)
+        elif op.op is BOp.AND:
+            self.compares[ref] = ("and", op.a, op.b)
+
+    def if_(self, ref: Ref, op: If) -> None:
+        self.scopes.append(self.open_if(op))
+
+    def loop(self, ref: Ref, op: Loop) -> None:
+        self.scopes.append(
+            self.open_loop(ref, op) if all(s.modeled for s in self.scopes)
+            else _Scope(modeled=False)
+        )  # fmt: skip
+
+    def end(self, ref: Ref, op: EndIf | EndLoop) -> None:
+        self.scopes.pop()
 
     def param(self, ref: Ref, op: Param) -> None:
         if op.kind is not ParamKind.VARIABLE or not op.dtype.is_int:
@@ -799,3 +812,20 @@ class _Analysis:
             return
         conds = tuple(c for s in self.scopes for c in s.conds)
         self.accesses.append(Access(ref, kind, position, found[0], found[1], conds))
+
+
+_OPERANDS: dict[type, tuple[str, ...]] = {
+    Load: ("src", "index"), Cast: ("x",), Unary: ("x",), Binary: ("a", "b"),
+    Where: ("cond", "a", "b"), If: ("cond",),
+}  # fmt: skip
+"""Per op type, the operands through which its value (or an If's body) depends on data the
+kernel loaded."""
+
+_VISITS: dict[type, Any] = {
+    Param: _Analysis.param, Range: _Analysis.range, Const: _Analysis.const,
+    Load: _Analysis.load, Store: _Analysis.store, Cast: _Analysis.cast,
+    Unary: _Analysis.unary, Binary: _Analysis.binary_op, If: _Analysis.if_,
+    Loop: _Analysis.loop, EndIf: _Analysis.end, EndLoop: _Analysis.end,
+}  # fmt: skip
+"""What the walk does at each op type: a lookup by type, where an ``isinstance`` chain
+cost more than the rest of the walk at a kernel's first compile."""
