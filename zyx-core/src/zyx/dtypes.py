@@ -98,6 +98,11 @@ class DType(Enum):
         import numpy as np
 
         dt = np.dtype(dtype)
+        # By name first: the loop makes every member's numpy dtype, bf16's by importing
+        # ml_dtypes (half a second here), which an array of a standard dtype never needs.
+        named = _BY_NUMPY_NAME.get(dt.name)
+        if named is not None and named.numpy == dt:
+            return named
         for member in cls:
             if member.numpy == dt:
                 return member
@@ -118,6 +123,8 @@ _NUMPY_NAME = {
     DType.U64: "uint64", DType.I8: "int8", DType.I16: "int16", DType.I32: "int32",
     DType.I64: "int64", DType.F16: "float16", DType.F32: "float32", DType.F64: "float64",
 }  # fmt: skip
+
+_BY_NUMPY_NAME = {name: member for member, name in _NUMPY_NAME.items()}
 
 
 for _member in DType:
