@@ -9,7 +9,8 @@ Python one with it, ``test_cuda_launch_args.py`` checks the launch paths' argume
 
 Each stream gets its own handle, and every launch, through cuda-python or the native module,
 is logged with its function, grid, stream and ``kernelParams`` address (a launch without a
-work-group fails, logged, as the driver refuses it: CUDA_ERROR_INVALID_VALUE); every
+work-group fails, logged, as the driver refuses it: CUDA_ERROR_INVALID_VALUE; one while
+another context is current fails unlogged: CUDA_ERROR_INVALID_HANDLE); every
 ``cuStreamWaitEvent`` with its stream; every CUDA graph and stream capture call by its
 name; every ``cuStreamDestroy`` with its stream.
 """
@@ -48,8 +49,11 @@ _STAND_INS = f"""
 #define LOG 4096
 static uint64_t logged[LOG][{_WIDTH}];
 static int count = 0, recording = 0;
+static void *current = (void *){CONTEXT};
 int launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
            unsigned bz, unsigned shared, void *stream, void **params, void **extra) {{
+    if (current != (void *){CONTEXT})  /* zyx's streams and functions are not that context's */
+        return 400;  /* CUDA_ERROR_INVALID_HANDLE */
     if (recording && count < LOG) {{
         uint64_t *entry = logged[count++];
         entry[0] = (uint64_t)f, entry[1] = gx, entry[2] = gy, entry[3] = gz;
@@ -57,7 +61,8 @@ int launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned
     }}
     return gx && gy && gz ? 0 : 1;
 }}
-int current_context(void **context) {{ *context = (void *){CONTEXT}; return 0; }}
+int current_context(void **context) {{ *context = current; return 0; }}
+void set_current(void *context) {{ current = context; }}
 int success(void) {{ return 0; }}
 void record(int on) {{ recording = on; }}
 int take(uint64_t *out, int most) {{
@@ -72,7 +77,8 @@ int take(uint64_t *out, int most) {{
 
 
 class StandIns:
-    """The C stand-ins: ``cuLaunchKernel`` (logging), ``cuCtxGetCurrent``, and success."""
+    """The C stand-ins: ``cuLaunchKernel`` (logging), ``cuCtxGetCurrent`` (the context
+    ``cuCtxSetCurrent`` or ``make_current`` made current last), and success."""
 
     def __init__(self) -> None:
         self.waits: list[int] = []
@@ -81,6 +87,8 @@ class StandIns:
         """The CUDA graph and stream capture calls made, by name, in order."""
         self.destroyed: list[int] = []
         """The streams that ``cuStreamDestroy`` destroyed, in order."""
+        self.contexts: list[tuple[str, int]] = []
+        """``(call, context current then)`` of every ``cuModuleLoadData`` and ``cuMemAlloc``."""
         folder = Path(tempfile.mkdtemp(prefix="zyx-stub-driver-"))
         (folder / "stub.c").write_text(_STAND_INS)
         subprocess.run(["cc", "-O2", "-shared", "-fPIC", str(folder / "stub.c"), "-o",
@@ -92,6 +100,16 @@ class StandIns:
         names = {b"cuLaunchKernel": "launch", b"cuCtxGetCurrent": "current_context"}
         function = getattr(self.library, names.get(symbol, "success"))
         return ctypes.cast(function, ctypes.c_void_p).value or 0
+
+    def make_current(self, context: int) -> None:
+        """Make ``context`` current, as another library's ``cuCtxSetCurrent`` would."""
+        self.library.set_current(ctypes.c_void_p(context))
+
+    def current(self) -> int:
+        """The context current now."""
+        found = ctypes.c_void_p()
+        self.library.current_context(ctypes.byref(found))
+        return found.value or 0
 
     def record(self, on: bool) -> None:
         """Log launches from now on (or stop)."""
@@ -125,6 +143,10 @@ def install() -> StandIns:
     def handle(*args: Any) -> tuple[Any, int]:
         return ok, next(handles)
 
+    def in_context(call: str, result: tuple[Any, int]) -> tuple[Any, int]:
+        native.contexts.append((call, native.current()))
+        return result
+
     def done(*args: Any) -> tuple[Any]:
         return (ok,)
 
@@ -144,7 +166,7 @@ def install() -> StandIns:
         "cuDeviceTotalMem": lambda device: (ok, 141 << 30),
         "cuDeviceGetCount": lambda: (ok, 1),
         "cuMemGetInfo": lambda: (ok, 140 << 30, 141 << 30),
-        "cuMemAlloc": lambda nbytes: (ok, next(addresses)),
+        "cuMemAlloc": lambda nbytes: in_context("cuMemAlloc", (ok, next(addresses))),
         "cuPointerGetAttribute": lambda attribute, pointer: (ok, 0),  # pageable host memory
         "cuEventElapsedTime": lambda start, end: (ok, 0.001),
         "cuLaunchKernel": launch_kernel,
@@ -152,14 +174,22 @@ def install() -> StandIns:
         "cuGetErrorString": lambda result: (ok, b"stubbed"),
     }
     for name in ("cuInit", "cuDeviceGet", "cuStreamCreate", "cuEventCreate",
-                 "cuModuleLoadData", "cuModuleGetFunction"):  # fmt: skip
+                 "cuModuleGetFunction"):  # fmt: skip
         stubs[name] = handle
+    stubs["cuModuleLoadData"] = lambda image: in_context("cuModuleLoadData", handle())
 
     def wait_event(stream: Any, event: Any, flags: int) -> tuple[Any]:
         native.waits.append(int(stream))
         return (ok,)
 
     stubs["cuStreamWaitEvent"] = wait_event
+
+    def set_current(context: Any) -> tuple[Any]:
+        native.make_current(int(context))
+        return (ok,)
+
+    stubs["cuCtxSetCurrent"] = set_current
+    stubs["cuCtxGetCurrent"] = lambda: (ok, native.current())
 
     def destroy_stream(stream: Any) -> tuple[Any]:
         native.destroyed.append(int(stream))
@@ -187,7 +217,7 @@ def install() -> StandIns:
                  "cuGraphDestroy", "cuGraphExecChildGraphNodeSetParams",
                  "cuStreamBeginCapture"):  # fmt: skip
         stubs[name] = graph_call(name, done)
-    for name in ("cuCtxSetCurrent", "cuEventRecord", "cuEventQuery",
+    for name in ("cuEventRecord", "cuEventQuery",
                  "cuStreamSynchronize", "cuEventSynchronize", "cuMemFree", "cuModuleUnload",
                  "cuFuncSetAttribute", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",
                  "cuMemcpyDtoDAsync"):  # fmt: skip

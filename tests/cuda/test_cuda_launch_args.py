@@ -60,6 +60,12 @@ def test_a_launch_without_work_groups_launches_nothing() -> None:
     stubbed("empty")
 
 
+def test_another_librarys_context_made_current_is_replaced_before_each_driver_use() -> None:
+    """tinygrad makes a context of its own current on the calling thread: zyx's module loads,
+    allocations and launches (native and Python paths) make zyx's current again first."""
+    stubbed("foreign")
+
+
 def test_graphs_without_work_groups_released_programs_and_failed_builds() -> None:
     stubbed("graphs")
 
@@ -237,9 +243,27 @@ def check_graphs(stand_ins: StandIns) -> None:
     assert since() == [] and stand_ins.launches() == []
 
 
+def check_foreign(stand_ins: StandIns) -> None:
+    from stub_driver import CONTEXT
+
+    foreign = CONTEXT + 1
+    for device, program in sides():
+        stand_ins.make_current(foreign)
+        device.compile(fill_kernel(groups=3))
+        stand_ins.make_current(foreign)
+        a = device.pool.allocate(4 * N + 4)
+        assert stand_ins.contexts[-2:] == [("cuModuleLoadData", CONTEXT), ("cuMemAlloc", CONTEXT)]
+        for _ in range(3):  # a first launch, then repeats (the native Launcher's own)
+            stand_ins.make_current(foreign)
+            device.launch(program, [a, 5, N])
+            assert stand_ins.current() == CONTEXT
+        device.synchronize()
+        assert len(stand_ins.launches()) == 3
+
+
 CHECKS = {
     "none": check_none, "range": check_range, "overflow": check_overflow, "empty": check_empty,
-    "graphs": check_graphs,
+    "graphs": check_graphs, "foreign": check_foreign,
 }  # fmt: skip
 
 

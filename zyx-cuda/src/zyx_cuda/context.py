@@ -2,29 +2,29 @@
 
 zyx uses the primary context, the one the CUDA runtime (and so torch and cupy) uses too,
 so pointers and streams are shared with them without any translation. Which context is
-current is per thread; each thread remembers which of zyx's contexts it made current last,
-so the hot path pays a thread-local lookup instead of a driver call. (A library that makes
-another device's context current behind zyx's back on the same thread defeats that memo:
-call ``Context.activate(force=True)`` after it.)
+current is per thread, and another library may change it behind zyx's back (tinygrad makes
+a context of its own current): so ``activate`` asks the driver which one is current
+(``cuCtxGetCurrent``, through zyx-cuda's native module where it is built: a call of tens of
+nanoseconds) rather than remembering which one zyx made current last, and sets its own
+where it is not. A module loaded, a buffer allocated or a stream used in another library's
+context would be wrong or refused (``CUDA_ERROR_INVALID_HANDLE``).
 """
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
 
 from cuda.bindings import driver
 
 from zyx.errors import ErrorStatus
 from zyx_cuda.errors import check, cuda_error
+from zyx_cuda.native import current_function
 
 
-class _Current(threading.local):
-    context: Context | None = None
-    """The context zyx made current on this thread last."""
-
-
-current_context = _Current()
-"""Per thread, the context zyx made current last (``.context``)."""
+def _current_by_binding() -> int:
+    """The calling thread's current context through cuda-python (no native module)."""
+    result, context = driver.cuCtxGetCurrent()
+    return 0 if result or context is None else int(context)
 
 
 class Context:
@@ -42,15 +42,16 @@ class Context:
             "cuDevicePrimaryCtxRetain",
             driver.cuDevicePrimaryCtxRetain(self.device),
         )
+        self.address = int(self.handle)
         self._peers: dict[int, bool] = {}
+        self._current: Callable[[], int] = current_function() or _current_by_binding
 
-    def activate(self, *, force: bool = False) -> None:
-        """Make this context current on the calling thread."""
-        if force or current_context.context is not self:
+    def activate(self) -> None:
+        """Make this context current on the calling thread, where it is not."""
+        if self._current() != self.address:
             check(
                 ErrorStatus.INITIALIZATION, "cuCtxSetCurrent", driver.cuCtxSetCurrent(self.handle)
             )
-            current_context.context = self
 
     def reach(self, peer: Context) -> bool:
         """Whether copies between this context's device and ``peer``'s go over the direct

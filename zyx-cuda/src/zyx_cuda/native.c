@@ -45,6 +45,15 @@ static PyObject *bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     Py_RETURN_NONE;
 }
 
+/* current() -> the calling thread's current CUcontext as an int; 0 where it has none (or
+   the driver call failed). */
+static PyObject *current(PyObject *self, PyObject *unused) {
+    void *context = NULL;
+    if (ctx_get_current == NULL || ctx_get_current(&context))
+        context = NULL;
+    return PyLong_FromVoidPtr(context);
+}
+
 /* launch(function, gx, gy, gz, bx, by, bz, shared, stream, params) -> CUresult as int */
 static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     unsigned dims[7];
@@ -473,6 +482,7 @@ static PyTypeObject LauncherType = {
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(launch, get_current): the driver's cuLaunchKernel and cuCtxGetCurrent"},
+    {"current", current, METH_NOARGS, "current() -> the calling thread's current CUcontext"},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(function, gx, gy, gz, bx, by, bz, shared, stream, params) -> CUresult"},
     {"bind_copies", (PyCFunction)(void (*)(void))bind_copies, METH_FASTCALL,

@@ -51,6 +51,13 @@ def launch_function() -> Callable[..., int] | None:
     return None if module is None else cast("Callable[..., int]", module.launch)
 
 
+def current_function() -> Callable[[], int] | None:
+    """The module's ``current`` (``cuCtxGetCurrent``: the calling thread's current context,
+    as an int), or ``None``."""
+    module = _launch_module()
+    return None if module is None else cast("Callable[[], int]", module.current)
+
+
 def launcher_type() -> type | None:
     """The module's ``Launcher`` type (a program's launch, in C where it repeats an earlier
     one), or ``None``."""
