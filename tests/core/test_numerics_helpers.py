@@ -99,3 +99,14 @@ def test_assert_close_names_the_element_of_an_n_d_array(dtype: DType) -> None:
         assert_close(out, ref, dtype)
     with pytest.raises(AssertionError, match=r"index \(\)"):
         assert_close(out[2, 1, 1, ...], ref[2, 1, 1, ...], dtype)
+
+
+def test_an_overflow_within_the_budget_of_the_largest_number_passes() -> None:
+    """The infinity counts as the step past the largest number: a result 2 ulps off of the
+    largest may be it (CUDA's f64 hypot of the largest and 1); farther from it, or of the
+    other sign, it may not."""
+    top = float(np.finfo(np.float64).max)
+    assert_ieee(np.array([np.inf, -np.inf]), np.array([top, -top]), DType.F64, 2.0)
+    for got, want in ((np.inf, top * (1 - 2**-50)), (-np.inf, top)):
+        with pytest.raises(AssertionError, match="not the reference's infinity"):
+            assert_ieee(np.array([got]), np.array([want]), DType.F64, 2.0)
