@@ -8,15 +8,17 @@ from typing import Any
 
 import numpy as np
 import pytest
-from array_support import ARITHMETIC, NUMERIC, data, on, reference, require
+from array_support import ARITHMETIC, NUMERIC, checked_host, data, on, reference, require
 
 import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType
+from zyx.graph.cpu import LANES, MAP_CHUNK, STRIP, CpuLowerer
 from zyx.graph.lower import RESIDENT, UNROLL, KernelSpec, Lowerer
 from zyx.graph.nodes import Node
-from zyx.graph.schedule import Graph, schedule
-from zyx.ir.ops import Kernel, Load, Loop, Param
+from zyx.graph.schedule import CPU_SPREAD, Graph, schedule
+from zyx.host.codegen import PARALLEL_ITEMS, HostDialect
+from zyx.ir.ops import INDEX, Const, If, Kernel, Load, Loop, Param
 from zyx.testing.numerics import Array, assert_close
 
 
@@ -218,6 +220,105 @@ def test_a_row_sum_of_a_buffer_takes_a_work_group_per_row() -> None:
     directly had no say, and a work-item walked each row alone); ``axis=0`` the other way."""
     x = zyx.asarray(np.ones((4096, 512), np.float32), device="host")
     (rows,) = schedule(Graph([zyx.sum(x, axis=1).node])).steps
-    (columns,) = schedule(Graph([zyx.sum(x[:300], axis=0).node])).steps
+    columns = schedule(Graph([zyx.sum(x[:300], axis=0).node])).steps[0]  # a CPU splits it
     assert isinstance(rows, KernelSpec) and rows.group
     assert isinstance(columns, KernelSpec) and not columns.group
+
+
+# ---- reduce and map kernels laid out for the host's cores (zyx.graph.cpu) ------------------
+
+CPU_SHAPES = [
+    ((3, LANES - 1), 1),  # rows shorter than the lanes: all of it in the tail
+    ((5, 3 * LANES + 7), 1),  # whole trips and a tail
+    ((7, STRIP + 3), 0),  # a strip of columns, and one of 3
+    ((LANES + 1, 2 * STRIP), 0),
+    ((3, 5, 300), 1),  # kept dims on both sides of the reduced one
+    ((4, 3, 70), (0, 2)),  # reduced dims on both sides of the kept one
+    ((1001, 40), 0),  # few columns, many rows: chunks of rows, the last one shorter
+    ((40001,), 0),  # one row: chunks, the last one shorter
+]
+"""Each layout at the edges of its lanes, strips and chunks."""
+
+
+def test_host_kernels_are_branch_free_loops_of_one_work_item() -> None:
+    """On the host a map or reduce kernel's group is one work-item whose loops read
+    consecutive elements: no bounds check inside (the trip counts say where to stop), and
+    a row reduce's lanes are a loop of constant trip count (what the C compiler unrolls
+    and vectorizes)."""
+    x = zyx.asarray(np.ones((300, 300), np.float32), device="host")
+    for out in (x * 2.0 + 1.0, zyx.sum(x, axis=0), zyx.sum(x * x, axis=1), _softmax(x, 1)):
+        for kernel in _host_kernels(out):
+            assert kernel.local_size == (1, 1, 1)
+            assert not any(isinstance(op, If) for op in kernel.ops), kernel.name
+    (rows,) = _host_kernels(zyx.sum(x, axis=1))
+    trips = [rows.ops[op.size] for op in rows.ops if isinstance(op, Loop)]
+    assert Const(INDEX, LANES) in trips
+
+
+def _host_kernels(out: zyx.Tensor) -> list[Kernel]:
+    graph = Graph([out.node])
+    sched = schedule(graph)
+    kernels = []
+    for spec in sched.steps:
+        assert isinstance(spec, KernelSpec)
+
+        def is_input(n: Node, spec: KernelSpec = spec) -> bool:
+            return n is not spec.output and (n.realized or id(n) in sched.boundaries)
+
+        kernels.append(CpuLowerer(spec, is_input, 1).lower().kernel)
+    return kernels
+
+
+def test_a_host_reduction_with_few_groups_is_split_for_its_cores() -> None:
+    """Under ``CPU_SPREAD`` groups (rows, or strips of columns) a reduction runs in chunks
+    that give every core some; a reduction with groups enough, or too small to share, in
+    one kernel."""
+    x = zyx.asarray(np.ones((2048, 2048), np.float32), device="host")
+    for axis in (None, 0):
+        first = schedule(Graph([zyx.sum(x, axis=axis).node])).steps[0]
+        assert isinstance(first, KernelSpec) and first.chunks > 1
+        assert first.chunks * (1 if first.group else 2048 // STRIP) >= CPU_SPREAD
+    assert _kernels(zyx.sum(x, axis=1)) == 1
+    assert _kernels(zyx.sum(x[:8, :8], axis=0)) == 1
+
+
+@pytest.mark.parametrize(("shape", "axis"), CPU_SHAPES)
+def test_host_layouts_match_numpy(shape: tuple[int, ...], axis: Any) -> None:
+    """Sums, max with NaNs, argmin with ties, and a softmax and ``x - mean(x)`` (passes
+    that read earlier passes' results, an output of the full shape) in each layout, on the
+    compiled host and on the interpreted one, into poisoned outputs."""
+    rng = np.random.default_rng(11)
+    values = rng.integers(-3, 4, shape).astype(np.float32)  # ties everywhere
+    holes = values.copy()
+    holes.flat[rng.integers(0, holes.size, 5)] = np.nan
+    ref, one = reference(values), axis if isinstance(axis, int) else None
+    for device in (zyx.device("host"), checked_host()):
+        x, nan = on(device, values), on(device, holes)
+        what = f"{shape} over {axis} on {device.name}"
+        _check(device, zyx.sum(x, axis=axis), np.asarray(ref.sum(axis=axis)), DType.F32,
+               f"sum of {what}")  # fmt: skip
+        top = zyx.max(nan, axis=axis)
+        _poison(device, top.shape, top.dtype)  # exact, NaN where a NaN is in the row
+        np.testing.assert_array_equal(top.numpy(), np.max(holes, axis=axis), f"max of {what}")
+        if one is None:
+            continue
+        _check(device, zyx.argmin(x, axis=one), values.argmin(one), DType.I64, f"argmin of {what}")
+        e = np.exp(ref - ref.max(one, keepdims=True))
+        _check(device, _softmax(x, one), e / e.sum(one, keepdims=True), DType.F32,
+               f"softmax of {what}")  # fmt: skip
+        _check(device, x - zyx.mean(x, axis=one, keepdims=True), ref - ref.mean(one, keepdims=True),
+               DType.F32, f"x - mean(x) of {what}")  # fmt: skip
+
+
+def test_a_host_kernel_counts_its_loops_as_work() -> None:
+    """A group of one work-item is worth the trips of its loops (``PARALLEL_ITEMS``): a
+    map's chunk (a constant bound on the trips), a row's length (a Variable, known at the
+    launch). Counted once, 64 rows of 4096 would run on one thread."""
+    x = zyx.asarray(np.ones((64, 4096), np.float32), device="host")
+    dialect = HostDialect()
+    (elementwise,) = _host_kernels(x * 2.0)
+    assert dialect.loop_work(elementwise) == MAP_CHUNK
+    (rows,) = _host_kernels(zyx.sum(x, axis=1))
+    work = dialect.loop_work(rows)
+    assert isinstance(work, str) and "p" in work  # of the kernel's Variables
+    assert f"if(G0 * (double)1 * ({work}) >= {PARALLEL_ITEMS})" in dialect.render(rows).code

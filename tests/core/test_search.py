@@ -23,6 +23,7 @@ from zyx.backend import Device
 from zyx.config import AutotuneSection
 from zyx.dtypes import DType
 from zyx.errors import BackendError
+from zyx.graph.cpu import cpu_layout
 from zyx.graph.lower import KernelSpec
 from zyx.graph.schedule import Graph, schedule
 from zyx.ir.builder import KernelBuilder
@@ -249,7 +250,23 @@ def autotune(cache: TuningCache) -> Iterator[None]:
         zyx.configure(autotune=before)
 
 
+def _searched(device: Device) -> None:
+    """Skip on the host: its kernels' groups are one work-item each (``zyx.graph.cpu``),
+    the local size no variant (``test_host_kernels_have_nothing_to_search``)."""
+    if cpu_layout(device):
+        pytest.skip(f"{device.name}'s generated kernels have one variant")
+
+
+def test_host_kernels_have_nothing_to_search() -> None:
+    x = zyx.asarray(np.ones((512, 512), np.float32), device="host")
+    node = zyx.sum(x, axis=1).node.srcs[0]
+    spec = KernelSpec(node, [node], group=True)
+    device = zyx.device("host")
+    assert search.Generated(spec, lambda n: False, 256, device.compile).variants() == [256]
+
+
 def test_generated_kernels_are_searched_once(array_device: Device, autotune: None) -> None:
+    _searched(array_device)
     values = np.random.default_rng(3).standard_normal((384, 300)).astype(np.float32)
     before = zyx.stats()
     out = zyx.sum(zyx.asarray(values, device=array_device), axis=1)
@@ -265,6 +282,8 @@ def test_generated_kernels_are_searched_once(array_device: Device, autotune: Non
 def test_shapes_of_one_power_of_two_bucket_share_a_winner(
     array_device: Device, autotune: None
 ) -> None:
+    _searched(array_device)
+
     def searches(shape: tuple[int, int]) -> int:
         x = zyx.asarray(np.ones(shape, np.float32), device=array_device)
         before = zyx.stats()
@@ -366,6 +385,7 @@ def test_small_kernels_keep_the_default(array_device: Device, autotune: None) ->
 def test_generated_variants_are_powers_of_two_within_the_device_nearest_the_default(
     array_device: Device,
 ) -> None:
+    _searched(array_device)
     x = zyx.asarray(np.ones((512, 512), np.float32), device=array_device)
     node = zyx.sum(x, axis=1).node.srcs[0]  # the reduction under the keepdims view
     spec = KernelSpec(node, [node], group=True)

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from zyx import tuning
 from zyx.allocator import allocator
 from zyx.errors import BackendError
+from zyx.graph.cpu import CpuLowerer, cpu_layout
 from zyx.graph.lower import KernelSpec, Lowered, Lowerer
 from zyx.graph.nodes import Node, Op
 
@@ -246,7 +247,7 @@ class Generated:
     """The space of a kernel the scheduler emitted: its local size (work-items per group),
     powers of two from ``MIN_LOCAL`` to the device's limit (at most ``MAX_LOCAL``), the
     runtime's rule (``default``, a power of two) first; the default alone under
-    ``MIN_ELEMENTS``.
+    ``MIN_ELEMENTS``, and on the host (``zyx.graph.cpu``: a group is one work-item).
 
     Timing binds the kernel's realized inputs and scalars as they are, and zero-filled
     scratch buffers for its output and for inputs other kernels of the plan compute
@@ -282,6 +283,8 @@ class Generated:
         reduction = self.spec.reduction
         if (prod(reduction[0]) if reduction else self.spec.output.size) < MIN_ELEMENTS:
             return [self.default]
+        if cpu_layout(self.device):  # one work-item per group: the local size is no variant
+            return [self.default]
         info = self.device.info
         limit = min(info.max_local_threads, info.max_local_work_dims[0], MAX_LOCAL)
         sizes, size = [], MIN_LOCAL
@@ -306,7 +309,8 @@ class Generated:
         """The kernel with ``local`` work-items per group (lowered once)."""
         found = self._lowered.get(local)
         if found is None:
-            found = self._lowered[local] = Lowerer(self.spec, self.is_input, local).lower()
+            make = CpuLowerer if cpu_layout(self.device) else Lowerer
+            found = self._lowered[local] = make(self.spec, self.is_input, local).lower()
         return found
 
     def timer(self, variant: int) -> Timer:

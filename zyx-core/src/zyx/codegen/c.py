@@ -126,7 +126,7 @@ _WRAPPING = frozenset({BOp.ADD, BOp.SUB, BOp.MUL, BOp.SHL})
 """The integer ops that may leave their type's range: they wrap in the IR."""
 
 
-def _constant_divisor(kernel: Kernel, op: Binary) -> int | None:
+def constant_divisor(kernel: Kernel, op: Binary) -> int | None:
     """The value of an integer ``/`` or ``%``'s divisor where it is a constant, wrapped to
     its dtype as C converts the literal."""
     divisor = kernel.ops[op.b]
@@ -524,7 +524,7 @@ class CDialect:
             return self.declare(name, dtype, value)
         if isinstance(op, Binary):
             operand = kernel.dtype_of(op.a)
-            divisor = _constant_divisor(kernel, op)
+            divisor = constant_divisor(kernel, op)
             value = self.binary(op.op, e(op.a), e(op.b), operand, divisor)
             if operand in (DType.F16, DType.BF16) and not op.op.is_comparison:
                 value = self.round16(value, operand)

@@ -34,7 +34,8 @@ class Expr:
         self.srcs = srcs
         self.dtype = dtype
         self.depth = depth
-        """0: the same for the whole work-item; 1: changes with the innermost loop."""
+        """0: the same for the whole work-item; 1: changes with a loop's counter; more:
+        with the counter of a loop nested that deep (the innermost)."""
         self.id = ident
 
     @property
@@ -102,8 +103,10 @@ class Exprs:
         counter of loop ``axis``) or ``result`` (reduction pass ``axis``'s value)."""
         return self._make(kind, axis, (), INDEX, depth)
 
-    def result(self, index: int, dtype: DType) -> Expr:
-        return self._make("result", index, (), dtype, 0)
+    def result(self, index: int, dtype: DType, depth: int = 0) -> Expr:
+        """Reduction pass ``index``'s value: one per work-item, or (``depth``) one per trip
+        of a loop of that depth (a work-item that reduces several rows, one per trip)."""
+        return self._make("result", index, (), dtype, depth)
 
     def load(self, slot: int, index: Expr, dtype: DType) -> Expr:
         return self._make("load", slot, (index,), dtype)
@@ -212,8 +215,9 @@ class Emitter:
         finally:
             self.scopes.pop()
 
-    def hoist(self, exprs: list[Expr]) -> None:
-        """Emit now every loop-invariant part of ``exprs`` (before a loop opens)."""
+    def hoist(self, exprs: list[Expr], depth: int = 1) -> None:
+        """Emit now every part of ``exprs`` invariant in a loop whose counter has ``depth``
+        (before that loop opens): the parts of a lower depth."""
         stack = list(exprs)
         seen: set[int] = set()  # each shared operand once: a walk of paths is exponential
         while stack:
@@ -221,7 +225,7 @@ class Emitter:
             if e.id in seen:
                 continue
             seen.add(e.id)
-            if e.depth == 0:
+            if e.depth < depth:
                 self.value(e)
             else:
                 stack.extend(e.srcs)

@@ -26,6 +26,9 @@ them again; so do a work-item's rows (their neighbours read the same lines, from
 A reduction the scheduler splits (``KernelSpec.chunks``, ``KernelSpec.partials``) is two
 reduce kernels: the first reduces each chunk of each row (a work-group or a work-item
 each) into a partial, the second reduces each row's partials and writes the output.
+
+These are the layouts of GPUs (and of OpenCL CPUs, which vectorize across work-items).
+The host runs ``zyx.graph.cpu``'s, built from the same expressions.
 """
 
 from __future__ import annotations
@@ -168,6 +171,7 @@ class Lowerer:
         self.slots: dict[int, int] = {}
         self.memo: dict[tuple[int, int], Expr] = {}
         self.indices: dict[tuple[int, int, int], Index] = {}
+        self.alive: dict[int, Index] = {}
         self.results: dict[int, Expr] = {}
         self.scalars: dict[int, Expr] = {}
         self.row_dims: tuple[Expr, ...] | None = None
@@ -203,6 +207,8 @@ class Lowerer:
         if found is None:
             found = self._value(node, index)
             self.memo[key] = found
+            # Alive as long as the memo: another index at its address would meet its entries.
+            self.alive[id(index)] = index
         return found
 
     def _value(self, node: Node, index: Index) -> Expr:  # noqa: C901 - one case per op

@@ -15,9 +15,10 @@ Local rules, each small enough to test on its own:
    consumer of the full shape that reads it broadcast along the reduced axes (``x -
    max(x)``); several reductions of the same rows become passes of one kernel (softmax).
 5. A reduction whose rows are too few to keep a device's work-items busy (``SPREAD``:
-   ``sum(x)`` of a matrix is one row, ``sum(x, axis=0)`` one work-item per column) runs in
-   two stages: each row in chunks, a work-group (or work-item) each, into partials; then
-   the partials of each row, with whatever fused after the reduction (``_split``).
+   ``sum(x)`` of a matrix is one row, ``sum(x, axis=0)`` one work-item per column; on the
+   host, too few groups for its cores, ``CPU_SPREAD``) runs in two stages: each row in
+   chunks, a work-group (or work-item) each, into partials; then the partials of each
+   row, with whatever fused after the reduction (``_split``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import prod
 
+from zyx.graph.cpu import STRIP, cpu_layout
 from zyx.graph.lower import MAP_LOCAL, KernelSpec, accumulator, preserves_flat
 from zyx.graph.nodes import ELEMENTWISE, LEAVES, Node, Op, ReduceOp, walk
 from zyx.ir.ops import UOp
@@ -40,6 +42,13 @@ reduction with fewer is split into chunks until it has them (rule 5)."""
 CHUNK = 256
 """Elements per work-item in a chunk at least: what a chunk's loop amortizes its start
 and its partial over (a work-group's chunk is ``MAP_LOCAL`` times as long, at least)."""
+
+CPU_SPREAD = 64
+"""Work-groups that keep a CPU's cores busy (``zyx.graph.cpu``'s layouts: a group is one
+work-item on one core), with some to spare, so that the cores' shares even out."""
+
+CPU_CHUNK = 1 << 14
+"""Elements a CPU's group reduces in a chunk at least (64 KiB of f32)."""
 
 _CHEAP_UNARY = frozenset({UOp.NEG, UOp.ABS, UOp.BITNOT, UOp.FLOOR, UOp.TRUNC, UOp.CEIL, UOp.RINT})
 
@@ -285,8 +294,7 @@ def _split(graph: Graph, spec: KernelSpec, boundaries: set[int]) -> list[KernelS
         return [spec]
     full, axes = spec.reduction  # type: ignore[misc]
     rows = prod(n for d, n in enumerate(full) if d not in axes)
-    width = MAP_LOCAL if spec.group else 1  # work-items per row, at least
-    chunks = min(-(-SPREAD // max(rows * width, 1)), prod(full[d] for d in axes) // (CHUNK * width))
+    chunks = _chunks(spec, rows, prod(full[d] for d in axes))
     if chunks < 2 or spec.output.size != rows:
         return [spec]
     reduction = spec.passes[0]
@@ -302,14 +310,25 @@ def _split(graph: Graph, spec: KernelSpec, boundaries: set[int]) -> list[KernelS
     return [first, second]
 
 
+def _chunks(spec: KernelSpec, rows: int, size: int) -> int:
+    """The chunks each of ``rows`` rows of ``size`` reduced elements is split into: as
+    many as fill the device, each long enough to amortize its loop (rule 5)."""
+    if cpu_layout(spec.output.device):  # a group per row, or per strip of rows
+        groups, width = (rows, 1) if spec.group else (-(-rows // STRIP), min(rows, STRIP))
+        return min(-(-CPU_SPREAD // max(groups, 1)), size * width // CPU_CHUNK)
+    width = MAP_LOCAL if spec.group else 1  # work-items per row, at least
+    return min(-(-SPREAD // max(rows * width, 1)), size // (CHUNK * width))
+
+
 def _group(graph: Graph, spec: KernelSpec, boundaries: set[int]) -> bool:
     """Group layout (a work-group per row) where the rows' reduced elements are the
-    contiguous ones in memory, or where there are too few rows to fill a device."""
+    contiguous ones in memory, or (but on the host) where there are too few rows to fill
+    a device."""
     full, axes = spec.reduction  # type: ignore[misc]
     rows = prod(n for d, n in enumerate(full) if d not in axes)
     size = prod(full[d] for d in axes)
-    if rows < 256 and size >= 256:
-        return True
+    if rows < 256 and size >= 256 and not cpu_layout(spec.output.device):
+        return True  # a CPU splits such rows in chunks, and reads them in the order they lie
     if spec.partials is not None:  # a buffer: its last dim of more than one is contiguous
         last = max((d for d, n in enumerate(full) if n != 1), default=None)
         return last is not None and last in axes

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import math
 
-from zyx.codegen.c import ERROR_RECORD, CDialect, Source, length_name
+from zyx.codegen.c import ERROR_RECORD, CDialect, Source, constant_divisor, length_name
 from zyx.dtypes import DType
 from zyx.host.phases import GroupLoop, Guard, Hoisted, Phase, Schedule, Step, schedule
 from zyx.ir.ops import (
+    Binary,
     BOp,
+    Cast,
     Const,
     Define,
     EndIf,
@@ -45,9 +47,10 @@ from zyx.ir.ops import (
 
 PARALLEL_ITEMS = 1 << 15
 """Work from which a launch spreads over threads: work-items, each counted as many times
-as its loops of constant trip count run (a matmul's few work-items each loop over k).
-Smaller kernels finish before sleeping OpenMP workers wake up, and on a busy machine a
-worker may wait for a whole time slice (milliseconds) before it runs."""
+as its loops run (a matmul's few work-items each loop over k; a CPU reduce kernel's one
+work-item per group loops over its row). Smaller kernels finish before sleeping OpenMP
+workers wake up, and on a busy machine a worker may wait for a whole time slice
+(milliseconds) before it runs."""
 
 _STORAGE = {
     DType.BOOL: "bool", DType.U8: "uint8_t", DType.U16: "uint16_t", DType.U32: "uint32_t",
@@ -269,6 +272,56 @@ class HostDialect(CDialect):
             return f"{name}[lid] = {value};"
         return super().declare(name, dtype, value)
 
+    # ---- the work of a launch -----------------------------------------------------------
+
+    def loop_work(self, kernel: Kernel) -> int | str:
+        """The iterations a work-item runs: 1 without loops, else the trips of each
+        innermost loop times those of the loops around it, summed. A trip count is its
+        value where it is a constant, the constant where it is ``min`` of a constant and
+        something else (a chunk, or the last one, shorter), a C expression of the launch's
+        Variables where it is computed from those alone (a row's length), else 1 (it
+        varies, in ways unknown before the kernel runs). An ``int`` where every count is
+        known, else a C expression in double (no product overflows)."""
+        nests = _innermost(kernel)
+        if not nests:
+            return 1
+        terms = [[self._trips(kernel, size) for size in nest] for nest in nests]
+        known = [[t for t in nest if isinstance(t, int)] for nest in terms]
+        if all(len(k) == len(nest) for k, nest in zip(known, terms)):
+            return sum(math.prod(k) for k in known)
+        return " + ".join(" * ".join(f"(double){t}" for t in nest) for nest in terms)
+
+    def _trips(self, kernel: Kernel, size: Ref) -> int | str:
+        op = kernel.ops[size]
+        if isinstance(op, Const):
+            return max(int(op.value), 0)
+        if isinstance(op, Binary) and op.op is BOp.MIN:
+            for operand in (op.a, op.b):
+                bound = kernel.ops[operand]
+                if isinstance(bound, Const):
+                    return max(int(bound.value), 0)
+        inline = self._inline(kernel, size)
+        return 1 if inline is None else f"({inline})"
+
+    def _inline(self, kernel: Kernel, ref: Ref, depth: int = 8) -> str | None:
+        """Value ``ref`` as one C expression of the kernel's Variables and constants, or
+        ``None`` where it depends on anything else (or is more than ``depth`` ops deep)."""
+        op = kernel.ops[ref]
+        if isinstance(op, Const):
+            return self.literal(op)
+        if isinstance(op, Param):
+            return self.ref_name(kernel, ref) if op.kind is ParamKind.VARIABLE else None
+        if depth == 0 or not isinstance(op, (Binary, Cast)):
+            return None
+        if isinstance(op, Cast):
+            inner = self._inline(kernel, op.x, depth - 1)
+            return None if inner is None else self.cast(inner, kernel.dtype_of(op.x), op.dtype)
+        a, b = self._inline(kernel, op.a, depth - 1), self._inline(kernel, op.b, depth - 1)
+        if a is None or b is None:
+            return None
+        divisor = constant_divisor(kernel, op)
+        return self.binary(op.op, a, b, kernel.dtype_of(op.a), divisor)
+
     # ---- the renderer -------------------------------------------------------------------
 
     def render(self, kernel: Kernel) -> Source:
@@ -311,8 +364,12 @@ class HostDialect(CDialect):
         for axis in axes:
             out.add(f"const int64_t G{axis} = {_group_count(kernel.global_size[axis])};")
         if axes:
-            work = math.prod(kernel.local_size) * _loop_work(kernel)
-            items = " * ".join([*(f"G{a}" for a in axes), str(work)])
+            work = self.loop_work(kernel)
+            if isinstance(work, int):
+                work = str(math.prod(kernel.local_size) * work)
+            else:
+                work = f"(double){math.prod(kernel.local_size)} * ({work})"
+            items = " * ".join([*(f"G{a}" for a in axes), work])
             out.add(
                 f"#pragma omp parallel for collapse({len(axes)}) schedule(static) "
                 f"num_threads(nthreads > 0 ? nthreads : omp_get_max_threads()) "
@@ -428,19 +485,19 @@ def _axes(kernel: Kernel, scope: Scope) -> list[int]:
     return sorted(op.axis for op in kernel.ops if isinstance(op, Range) and op.scope is scope)
 
 
-def _loop_work(kernel: Kernel) -> int:
-    """The most iterations any op of ``kernel`` runs per work-item, counting the loops of
-    constant trip count around it (a loop of a variable trip count counts once)."""
-    trips, most = [1], 1
+def _innermost(kernel: Kernel) -> list[list[Ref]]:
+    """For each loop with no loop inside, the trip counts of it and the loops around it."""
+    nests, open_loops, inner = [], [], False
     for op in kernel.ops:
         if isinstance(op, Loop):
-            size = kernel.ops[op.size]
-            count = int(size.value) if isinstance(size, Const) else 1
-            trips.append(trips[-1] * max(count, 1))
-            most = max(most, trips[-1])
+            open_loops.append(op.size)
+            inner = True
         elif isinstance(op, EndLoop):
-            trips.pop()
-    return most
+            if inner:
+                nests.append(list(open_loops))
+            open_loops.pop()
+            inner = False
+    return nests
 
 
 def _group_count(size: int | SymDim) -> str:
