@@ -14,11 +14,16 @@ A general reshape mixes dims through the flat index and is a separate graph op
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import prod
 from typing import NamedTuple
 
 # Named tuples, not dataclasses: every array op makes views, and a frozen dataclass costs
-# several times a tuple to build.
+# several times a tuple to build. The view operations are memoized: a program makes the
+# same views of the same shapes again each call (a matmul records eight), and a lookup
+# costs a fraction of building the terms anew. A View is a value of ints, so the caches
+# keep nothing else alive.
+_MEMO = 4096
 
 
 class Term(NamedTuple):
@@ -61,6 +66,7 @@ class View(NamedTuple):
     """``0 <= term < bound`` for every valid index; elsewhere the view reads zero."""
 
     @staticmethod
+    @lru_cache(maxsize=_MEMO)
     def identity(shape: tuple[int, ...]) -> View:
         return View(shape, shape, tuple(Term(d) for d in range(len(shape))))
 
@@ -76,6 +82,7 @@ class View(NamedTuple):
     def masked(self) -> bool:
         return bool(self.checks)
 
+    @lru_cache(maxsize=_MEMO)  # noqa: B019 (views are values)
     def _substitute(self, dim: int, offset: int, scale: int, size: int) -> View:
         shape = self.shape[:dim] + (size,) + self.shape[dim + 1 :]
         terms = tuple(t.substitute(dim, offset, scale) for t in self.terms)
@@ -93,6 +100,7 @@ class View(NamedTuple):
             return self._replace(checks=kept)
         return self
 
+    @lru_cache(maxsize=_MEMO)  # noqa: B019 (views are values)
     def permute(self, order: tuple[int, ...]) -> View:
         inverse = {old: new for new, old in enumerate(order)}
         shape = tuple(self.shape[o] for o in order)
@@ -100,6 +108,7 @@ class View(NamedTuple):
         checks = tuple((t.renumber(inverse), b) for t, b in self.checks)  # type: ignore[arg-type]
         return View(shape, self.source, terms, checks)
 
+    @lru_cache(maxsize=_MEMO)  # noqa: B019 (views are values)
     def expand(self, shape: tuple[int, ...]) -> View:
         """Broadcast size-1 dims to ``shape`` (same rank)."""
         view = self
@@ -120,6 +129,7 @@ class View(NamedTuple):
         view = self._substitute(dim, -before, 1, size + before + after)
         return view._replace(checks=view.checks + ((Term(dim, 1, -before), size),))._pruned()
 
+    @lru_cache(maxsize=_MEMO)  # noqa: B019 (views are values)
     def squeeze_to(self, shape: tuple[int, ...]) -> View | None:
         """This view reshaped to ``shape`` where that only adds or removes size-1 dims;
         ``None`` where the reshape mixes dims."""
@@ -133,6 +143,7 @@ class View(NamedTuple):
         checks = tuple((t.renumber(dims), b) for t, b in self.checks)
         return View(shape, self.source, terms, checks)._pruned()
 
+    @lru_cache(maxsize=_MEMO)  # noqa: B019 (views are values)
     def after(self, inner: View) -> View:
         """This view applied on top of ``inner`` (whose shape is this view's source)."""
         terms = tuple(_compose(t, self) for t in inner.terms)
