@@ -8,6 +8,10 @@ Local memory (``Define`` with ``Storage.LOCAL``) is carved out of one dynamic
 ``extern __shared__`` array: static ``__shared__`` arrays stop at 48 KiB, dynamic shared
 memory reaches the device's opt-in maximum. ``shared_bytes(kernel)`` is what a launch asks for.
 
+An ``Mma`` is inline PTX ``mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32``
+(sm_80 for bf16), its fragments' pairs packed into 32-bit registers (the lower half the
+element of lower index, as PTX has them) from the float registers they are held in.
+
 Bounds-checked (``bounds_checked``), a kernel takes ``long long* zyx_err`` and a ``long long``
 element count per buffer param after its own params (``zyx.codegen.c``).
 """
@@ -16,7 +20,7 @@ from __future__ import annotations
 
 from zyx.codegen.c import CDialect
 from zyx.dtypes import DType
-from zyx.ir.ops import Define, Kernel, Range, Ref, Scope, Storage
+from zyx.ir.ops import Define, Kernel, Mma, Range, Ref, Scope, Storage
 
 _STORAGE = {
     DType.BOOL: "bool", DType.U8: "unsigned char", DType.U16: "unsigned short",
@@ -77,6 +81,21 @@ static __device__ int zyx_in_bounds(long long* err, long long index, long long l
 """
 
 
+_PACK = {DType.F16: "__floats2half2_rn", DType.BF16: "__floats2bfloat162_rn"}
+"""The function that rounds two floats into a pair of each 16-bit float type."""
+
+_PACK_HELPER = """\
+template <typename T> static __device__ __forceinline__ unsigned zyx_pair_bits(T pair) {
+  return *reinterpret_cast<unsigned*>(&pair);
+}
+"""
+
+
+def _mma_types(kernel: Kernel) -> frozenset[DType]:
+    """The dtypes of the ``Mma``s' A fragments in ``kernel``."""
+    return frozenset(kernel.dtype_of(op.a) for op in kernel.ops if isinstance(op, Mma))
+
+
 class CudaDialect(CDialect):
     """CUDA C++ as NVRTC compiles it."""
 
@@ -95,6 +114,8 @@ class CudaDialect(CDialect):
             lines.append("#include <cuda_bf16.h>")
         if shared_layout(kernel):
             lines.append(f"extern __shared__ __align__({_SHARED_ALIGN}) char {_SHARED}[];")
+        if _mma_types(kernel):
+            lines.append(_PACK_HELPER)
         return "\n".join(lines)
 
     def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
@@ -116,6 +137,22 @@ class CudaDialect(CDialect):
 
     def bounds_helper(self) -> str:
         return _IN_BOUNDS
+
+    def mma(self, kernel: Kernel, op: Mma) -> str:
+        dtype = kernel.dtype_of(op.a)
+        pack, t = _PACK[dtype], "bf16" if dtype is DType.BF16 else "f16"
+        c = [f"v{op.c}[{op.c_at + i}]" for i in range(4)]
+        pairs = [(op.a, op.a_at + 2 * i) for i in range(4)] + [
+            (op.b, op.b_at + 2 * i) for i in range(2)
+        ]
+        words = [f"zyx_pair_bits({pack}(v{ref}[{at}], v{ref}[{at + 1}]))" for ref, at in pairs]
+        ptx = (
+            f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 "
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+        )
+        outputs = ", ".join(f'"+f"({x})' for x in c)
+        inputs = ", ".join(f'"r"({w})' for w in words)
+        return f'asm("{ptx}" : {outputs} : {inputs});'
 
     def render_op(self, kernel: Kernel, ref: Ref) -> str:
         op = kernel.ops[ref]

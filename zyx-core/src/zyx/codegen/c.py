@@ -47,6 +47,7 @@ from zyx.ir.ops import (
     Kernel,
     Load,
     Loop,
+    Mma,
     Op,
     Param,
     ParamKind,
@@ -229,6 +230,15 @@ class CDialect:
 
     def barrier(self) -> str:
         raise NotImplementedError
+
+    def mma(self, kernel: Kernel, op: Mma) -> str:
+        """The statement of a warp's ``Mma``. A language without warp-level matrix ops
+        refuses it (``check_limits`` refuses it first on a device without tensor cores)."""
+        raise BackendError(
+            ErrorStatus.KERNEL_COMPILATION,
+            f"kernel {kernel.name!r}: the {self.name} dialect renders no Mma (tensor-core "
+            "matrix multiply); it compiles for CUDA only",
+        )
 
     def checked_params(self, kernel: Kernel) -> list[str]:
         """The hidden parameters of a bounds-checked kernel, after its own: the error record,
@@ -541,6 +551,8 @@ class CDialect:
             return "}"
         if isinstance(op, Barrier):
             return self.barrier() + ";"
+        if isinstance(op, Mma):
+            return self.mma(kernel, op)
         raise TypeError(f"cannot render {op}")
 
     def declare(self, name: str, dtype: DType, value: str) -> str:

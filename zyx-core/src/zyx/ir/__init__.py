@@ -41,6 +41,8 @@ is launched with. What zyx checks, and what stays undefined:
 from zyx.ir.builder import KernelBuilder, Value, ceil_div
 from zyx.ir.ops import (
     INDEX,
+    MMA_FRAGMENT,
+    MMA_SHAPE,
     Barrier,
     Binary,
     BOp,
@@ -54,6 +56,7 @@ from zyx.ir.ops import (
     Kernel,
     Load,
     Loop,
+    Mma,
     Op,
     Param,
     ParamKind,
@@ -85,6 +88,9 @@ __all__ = [
     "KernelBuilder",
     "Load",
     "Loop",
+    "MMA_FRAGMENT",
+    "MMA_SHAPE",
+    "Mma",
     "Op",
     "Param",
     "ParamKind",

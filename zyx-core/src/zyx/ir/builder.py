@@ -40,6 +40,7 @@ from zyx.ir.ops import (
     Kernel,
     Load,
     Loop,
+    Mma,
     Op,
     Param,
     ParamKind,
@@ -250,6 +251,12 @@ class KernelBuilder:
 
     def barrier(self) -> None:
         self._emit(Barrier())
+
+    def mma(
+        self, c: Value, a: Value, b: Value, c_at: int = 0, a_at: int = 0, b_at: int = 0
+    ) -> None:
+        """``C += A @ B`` by each warp, on register fragments from these offsets (``Mma``)."""
+        self._emit(Mma(self._own(c), self._own(a), self._own(b), c_at, a_at, b_at))
 
     @contextmanager
     def loop(self, size: Operand) -> Iterator[Value]:

@@ -34,6 +34,7 @@ from zyx.dtypes import DType
 from zyx.errors import IRError
 from zyx.ir.extent import out_of_bounds
 from zyx.ir.ops import (
+    MMA_FRAGMENT,
     Barrier,
     Binary,
     BOp,
@@ -46,6 +47,7 @@ from zyx.ir.ops import (
     Kernel,
     Load,
     Loop,
+    Mma,
     Param,
     ParamKind,
     Range,
@@ -302,7 +304,29 @@ class _Chunk:
         if isinstance(op, Where):
             chosen = np.where(v[op.cond], v[op.a], v[op.b])
             return chosen[()] if chosen.ndim == 0 else chosen  # uniform: a numpy scalar
+        if isinstance(op, Mma):
+            self.mma(ref, op, mask)
+            return None
         raise TypeError(f"cannot interpret {op}")
+
+    def mma(self, ref: Ref, op: Mma, mask: Mask) -> None:
+        """Each warp's ``C += A @ B`` (``Mma``), its matrices gathered from and scattered to
+        its lanes' registers; in the value dtype (f32, or ``compute``)."""
+        if mask is not None and not mask.all():
+            raise self.program.fail(ref, "an Mma where some work-items of a warp do not run")
+        warps = self.n // 32
+        c = self.values[op.c]
+        matrices = []
+        operands = (("a", op.a, op.a_at), ("b", op.b, op.b_at), ("c", op.c, op.c_at))
+        for name, fragment, at in operands:
+            shape, rows, cols = _MMA_LAYOUT[name]
+            held = self.values[fragment][:, at : at + MMA_FRAGMENT[name]]
+            matrix = np.empty((warps, *shape), c.dtype)
+            matrix[:, rows, cols] = held.reshape(warps, rows.size)
+            matrices.append(matrix)
+        product = matrices[2] + np.matmul(matrices[0], matrices[1])
+        _, rows, cols = _MMA_LAYOUT["c"]
+        c[:, op.c_at : op.c_at + 4] = product[:, rows, cols].reshape(self.n, 4)
 
     def define(self, op: Define) -> npt.NDArray[Any]:
         """Registers are ``[items, length]`` of the value dtype, local memory ``[groups, length]``
@@ -372,6 +396,23 @@ class _Chunk:
         if bad:
             kernel = self.program.kernel
             raise IRError(out_of_bounds(kernel, ref, int(first), length))
+
+
+def _lanes(
+    count: int, place: Callable[[Any, Any, Any], tuple[Any, Any]]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The (row, column) of element ``i`` of lane ``l``'s fragment, at ``l * count + i``, by
+    ``place(g, t, i)`` with ``g = l / 4`` and ``t = l % 4`` (``Mma``'s layouts)."""
+    lane, i = np.divmod(np.arange(32 * count, dtype=np.int64), count)
+    return place(lane // 4, lane % 4, i)
+
+
+_MMA_LAYOUT = {
+    "a": ((16, 16), *_lanes(8, lambda g, t, i: (g + i // 2 % 2 * 8, 2 * t + i % 2 + i // 4 * 8))),
+    "b": ((16, 8), *_lanes(4, lambda g, t, i: (2 * t + i % 2 + 8 * (i // 2), g))),
+    "c": ((16, 8), *_lanes(4, lambda g, t, i: (g + 8 * (i // 2), 2 * t + i % 2))),
+}
+"""Each ``Mma`` operand's shape, and where each lane's elements lie in it."""
 
 
 def _where(mask: Mask) -> Any:

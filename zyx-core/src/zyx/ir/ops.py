@@ -272,9 +272,43 @@ class Barrier:
     """All work-items of a group reach it before any passes; orders local memory."""
 
 
+MMA_SHAPE = (16, 8, 16)
+"""(m, n, k) of one ``Mma``: PTX's ``mma.sync.aligned.m16n8k16``."""
+
+MMA_FRAGMENT = {"a": 8, "b": 4, "c": 4}
+"""Elements each lane holds of A (16 x 16), B (16 x 8) and C (16 x 8)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mma:
+    """``C += A @ B`` by a warp: the 32 work-items of consecutive flat local ids
+    (``x + y * X + z * X * Y``; lane ``l = id % 32``) multiply a 16 x 16 matrix A by a
+    16 x 8 matrix B (f16 or bf16, both one dtype) into a 16 x 8 f32 matrix C, each matrix
+    held in pieces by the lanes' register ``Define``s from the constant element offsets
+    ``*_at``, as PTX's ``mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}`` lays them out
+    (``g = l / 4``, ``t = l % 4``):
+
+    - A: element ``i < 8`` of lane ``l`` is ``A[g + 8 * (i / 2 % 2), 2 * t + i % 2 + 8 * (i / 4)]``;
+    - B: element ``i < 4`` is ``B[2 * t + i % 2 + 8 * (i / 2), g]``;
+    - C: element ``i < 4`` is ``C[g + 8 * (i / 2), 2 * t + i % 2]``.
+
+    Products are exact and sums are in f32, in an order the hardware chooses. Every lane of
+    the warp must reach it together: it is refused inside an ``If``, and the loops around it
+    must run as many times for every work-item of a warp (else undefined). Only devices
+    with 32-lane warps and tensor cores for the dtype compile it (``check_limits``).
+    """
+
+    c: Ref
+    a: Ref
+    b: Ref
+    c_at: int = 0
+    a_at: int = 0
+    b_at: int = 0
+
+
 Op: TypeAlias = (
     Param | Range | Const | Define | Load | Store | Cast | Unary | Binary | Where
-    | Loop | EndLoop | If | EndIf | Barrier
+    | Loop | EndLoop | If | EndIf | Barrier | Mma
 )  # fmt: skip
 
 
@@ -343,7 +377,7 @@ class Kernel:
         return "\n".join(lines)
 
 
-_REF_FIELDS = frozenset({"src", "index", "dst", "value", "x", "a", "b", "size", "cond"})
+_REF_FIELDS = frozenset({"src", "index", "dst", "value", "x", "a", "b", "c", "size", "cond"})
 
 
 def format_op(op: Op) -> str:

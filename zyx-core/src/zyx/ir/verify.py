@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from zyx.device_info import DeviceInfo
-from zyx.dtypes import DType
+from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import IRError
 from zyx.ir.ops import (
     INDEX,
+    MMA_FRAGMENT,
     Barrier,
     Binary,
     BOp,
@@ -19,6 +20,7 @@ from zyx.ir.ops import (
     Kernel,
     Load,
     Loop,
+    Mma,
     Op,
     Param,
     ParamKind,
@@ -82,6 +84,23 @@ def check_limits(kernel: Kernel, info: DeviceInfo) -> None:
             f"{private * threads} for a group of {threads}, over {info.name}'s limit of "
             f"{info.private_mem_size} per group"
         )
+    _check_mma(kernel, info)
+
+
+def _check_mma(kernel: Kernel, info: DeviceInfo) -> None:
+    """An ``Mma`` needs warps of 32 lanes and tensor cores that take its dtype."""
+    for op in kernel.ops:
+        if not isinstance(op, Mma):
+            continue
+        dtype = kernel.dtype_of(op.a)
+        if info.warp_size != 32 or not info.tensor_cores:
+            raise IRError(
+                f"kernel {kernel.name!r}: its Mma needs warps of 32 and tensor cores; "
+                f"{info.name} has warps of {info.warp_size}"
+                f"{'' if info.tensor_cores else ' and no tensor cores'}"
+            )
+        if not info.supports(dtype, DTypeCapability.TENSOR_CORE):
+            raise IRError(f"kernel {kernel.name!r}: {info.name} has no tensor cores for {dtype}")
 
 
 def _defined_bytes(kernel: Kernel, storage: Storage) -> int:
@@ -187,6 +206,8 @@ class _Verifier:
         elif isinstance(op, Barrier):
             if any(isinstance(self.ops[opener], If) for opener, _ in self.scopes):
                 raise self.fail("barrier inside an If: not every work-item may reach it")
+        elif isinstance(op, Mma):
+            self.check_mma(op)
 
     def close(self, kind: type) -> None:
         if not self.scopes or not isinstance(self.ops[self.scopes[-1][0]], kind):
@@ -248,6 +269,37 @@ class _Verifier:
         if op.op.is_float_only and not a.is_float:
             raise self.fail(f"{op.op.value} needs float operands, got {a}")
 
+    def check_mma(self, op: Mma) -> None:
+        if any(isinstance(self.ops[opener], If) for opener, _ in self.scopes):
+            raise self.fail("Mma inside an If: every lane of a warp must reach it")
+        try:
+            local = self.kernel.local_size
+        except ValueError as error:  # a symbolic local range, refused where it is
+            raise self.fail(str(error)) from error
+        if local[0] * local[1] * local[2] % 32:
+            raise self.fail(f"Mma in a kernel of local size {local}: not whole warps of 32")
+        a = self.fragment(op.a, op.a_at, "a")
+        b = self.fragment(op.b, op.b_at, "b")
+        c = self.fragment(op.c, op.c_at, "c")
+        if a not in (DType.F16, DType.BF16) or b is not a:
+            raise self.fail(f"Mma multiplies f16 or bf16 fragments of one dtype, got {a} and {b}")
+        if c is not DType.F32:
+            raise self.fail(f"Mma accumulates in f32, got a {c} fragment")
+
+    def fragment(self, ref: Ref, at: int, name: str) -> DType:
+        """The dtype of the register ``Define`` ``ref`` holding fragment ``name`` from ``at``."""
+        dtype = self.use(ref, what=f"fragment {name}")
+        op = self.ops[ref]
+        if not isinstance(op, Define) or op.storage is not Storage.REGISTER:
+            raise self.fail(f"fragment {name} %{ref} is not a register Define")
+        size = MMA_FRAGMENT[name]
+        if not _is_int(at) or not 0 <= at <= op.length - size:
+            raise self.fail(
+                f"fragment {name} at {at!r}: {size} elements from it do not fit in %{ref}'s "
+                f"{op.length}"
+            )
+        return dtype
+
     def check_where(self, op: Where) -> None:
         self.use(op.cond, dtype=DType.BOOL, what="condition")
         a = self.use(op.a, what="first choice")
@@ -263,4 +315,4 @@ def _is_int(value: object) -> bool:
 
 
 def _produces_value(op: Op) -> bool:
-    return not isinstance(op, (Store, EndLoop, If, EndIf, Barrier))
+    return not isinstance(op, (Store, EndLoop, If, EndIf, Barrier, Mma))

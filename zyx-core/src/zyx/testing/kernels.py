@@ -776,3 +776,27 @@ def local_memory_in_scopes(blocks: int, local: int = LOCAL) -> Kernel:
         again[item] = x[item]
         out[kb.const(blocks * local, INDEX) + item] = again[item]
     return kb.build()
+
+
+def warp_mma(dtype: DType, warps: int = 2) -> Kernel:
+    """``c[w] += a[w] @ b[w]`` for each warp ``w`` of one group by one ``Mma``: params
+    ``(a, b, c)``, ``a`` of ``warps`` row-major 16 x 16 matrices of ``dtype`` (f16 or
+    bf16), ``b`` of 16 x 8 ones, ``c`` of 16 x 8 in f32, each lane's fragments loaded and
+    stored by its documented layout (``zyx.ir.Mma``)."""
+    kb = KernelBuilder(f"warp_mma_{dtype}")
+    a, b = kb.param(dtype, name="a"), kb.param(dtype, name="b")
+    c = kb.param(DType.F32, ParamKind.GLOBAL_MUT, name="c")
+    lid = kb.local(0, 32 * warps)
+    lane, warp = lid % 32, lid / 32
+    g, t = lane / 4, lane % 4
+    fa, fb, fc = kb.define(dtype, 8), kb.define(dtype, 4), kb.define(DType.F32, 4)
+    for i in range(8):
+        fa[i] = a[warp * 256 + (g + i // 2 % 2 * 8) * 16 + t * 2 + i % 2 + i // 4 * 8]
+    c_at = [warp * 128 + (g + i // 2 * 8) * 8 + t * 2 + i % 2 for i in range(4)]
+    for i in range(4):
+        fb[i] = b[warp * 128 + (t * 2 + i % 2 + i // 2 * 8) * 8 + g]
+        fc[i] = c[c_at[i]]
+    kb.mma(fc, fa, fb)
+    for i in range(4):
+        c[c_at[i]] = fc[i]
+    return kb.build()

@@ -1,0 +1,60 @@
+"""``zyx.ir.Mma`` on CUDA: it renders as inline PTX ``mma.sync`` that NVRTC compiles for
+sm_80 and sm_90 (no GPU needed: CI runs these); on a GPU, each warp's product matches numpy
+in float64 and the interpreter's meaning of the op (tests/core/test_ir_mma.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from zyx.dtypes import DType
+from zyx.testing.kernels import warp_mma
+from zyx.testing.numerics import assert_close, random
+
+pytest.importorskip("cuda.bindings.nvrtc")
+
+from zyx_cuda.codegen import CudaDialect  # noqa: E402
+from zyx_cuda.compiler import Compiler  # noqa: E402
+
+if TYPE_CHECKING:
+    from zyx_cuda.device import CudaDevice
+
+pytestmark = pytest.mark.cuda
+
+HALVES = [DType.F16, DType.BF16]
+
+
+@pytest.mark.parametrize("arch", [(9, 0), (8, 0)], ids=lambda a: f"sm_{a[0]}{a[1]}")
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_mma_compiles_to_cubin(
+    dtype: DType, arch: tuple[int, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
+    source = CudaDialect().render(warp_mma(dtype))
+    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype.value}.{dtype.value}.f32" in source.code
+    assert Compiler(arch).compile(source).format == "cubin"
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_each_warp_multiplies_its_matrices(device: CudaDevice, dtype: DType) -> None:
+    rng, warps = np.random.default_rng(0), 4
+    a = random(rng, dtype, warps * 256, -2.0, 2.0)
+    b = random(rng, dtype, warps * 128, -2.0, 2.0)
+    c = random(rng, DType.F32, warps * 128, -2.0, 2.0)
+    buffers = [device.pool.allocate(x.nbytes) for x in (a, b, c)]
+    try:
+        for buf, x in zip(buffers, (a, b, c), strict=True):
+            device.pool.write(buf, x)
+        device.launch(device.compile(warp_mma(dtype, warps)), buffers)
+        got = np.empty_like(c)
+        device.pool.read(buffers[2], got)
+    finally:
+        for buf in buffers:
+            device.pool.release(buf)
+    product = a.astype(np.float64).reshape(warps, 16, 16) @ b.astype(np.float64).reshape(
+        warps, 16, 8
+    )
+    assert_close(got, c + product.ravel(), DType.F32, f"Mma {dtype}")
