@@ -216,11 +216,24 @@ def check_graphs(stand_ins: StandIns) -> None:
     assert since() == [*create, *empty, *kernel, *instantiate, *launch], calls
     rec.set_arg(1, 1, 7)  # its node is updated in place
     rec.replay()
-    assert since() == ["cuGraphExecKernelNodeSetParams", *launch], calls
+    set_node, discard = ["cuGraphExecKernelNodeSetParams"], ["cuGraphExecDestroy", "cuGraphDestroy"]
+    assert since() == [*set_node, *launch], calls
+    c = device.pool.allocate(4 * N)
+    rec.set_arg(1, 0, c)  # a buffer no other launch uses: in place too, as zyx.jit rebinds
+    rec.replay()
+    assert since() == [*set_node, *launch], calls
+    device.pool.release(b)  # in the graph no longer: its replays go on
+    rec.replay()
+    assert since() == launch, calls
+    rec.set_arg(1, 0, a)  # launch 1 writes launch 0's buffer now: an edge, so built again
+    rec.replay()
+    assert since() == [*discard, *create, *empty, *kernel, *instantiate, *launch], calls
+    rec.set_arg(1, 0, c)
+    rec.replay()
+    assert since() == [*discard, *create, *empty, *kernel, *instantiate, *launch], calls
     rec.set_arg(0, 2, N)  # launch 0 gains work-groups: a kernel node in place of the empty
     rec.set_arg(1, 2, 0)  # launch 1 loses them
     rec.replay()
-    discard = ["cuGraphExecDestroy", "cuGraphDestroy"]
     assert since() == [*discard, *create, *kernel, *empty, *instantiate, *launch], calls
 
     working = driver.cuGraphInstantiate

@@ -6,7 +6,10 @@ buffer (read-after-write, write-after-read, write-after-write), so independent l
 run concurrently. It is instantiated on the first replay. ``set_arg`` between replays
 updates the instantiated nodes in place (``cuGraphExecKernelNodeSetParams``), unless the
 rebinding changes which launches share buffers, or which have work-groups (a launch without
-is an empty node): then the graph is built again.
+is an empty node): then the graph is built again. Which launches share buffers is read from
+the buffer arguments alone (``_sharing``: each numbered by its first use), not from every
+launch's ``inspect`` again: ``zyx.jit`` rebinds a recording's inputs and outputs on every
+call.
 
 A replay is one command on the device's streams, whose reads and writes are the union of
 its launches', so it is ordered against ordinary launches and copies like any other. It is
@@ -33,9 +36,9 @@ if TYPE_CHECKING:
 _launch_log = logging.getLogger("zyx.launch")
 
 Launch = tuple[Program, list[Arg]]
-Layout = tuple[list[tuple[int, ...]], list[bool]]
-"""What a graph's nodes follow from: each launch's ``dependencies``, and whether it has
-work-groups (a kernel node) or none (an empty node)."""
+Layout = tuple[tuple[int, ...], list[bool]]
+"""What a graph's nodes follow from: which launches share buffers (``_sharing``), and
+whether each has work-groups (a kernel node) or none (an empty node)."""
 
 
 def dependencies(launches: Sequence[Launch]) -> list[tuple[int, ...]]:
@@ -68,12 +71,14 @@ class GraphRecording(Recording):
         self._graph: Any = None
         self._exec: Any = None
         self._nodes: list[Any] = []
-        self._layout: Layout = ([], [])
+        self._layout: Layout = ((), [])
         self._rebound: set[int] = set()
         self._programs: tuple[CudaProgram, ...] = ()
         self._buffers: tuple[Buffer, ...] = ()
         self._reads: tuple[Buffer, ...] = ()
         self._writes: tuple[Buffer, ...] = ()
+        self._accessed: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())
+        """The whole graph's read-only and written buffers, as numbers of ``_sharing``."""
         self._logged = _launch_log.isEnabledFor(logging.DEBUG)
 
     def launch(self, program: Program, args: Sequence[Arg]) -> None:
@@ -142,7 +147,7 @@ class GraphRecording(Recording):
         self._layout = self._layout_now()
         self._graph = check(ErrorStatus.KERNEL_LAUNCH, "cuGraphCreate", driver.cuGraphCreate(0))
         self._nodes = []
-        for (program, args), after in zip(self.launches, self._layout[0]):
+        for (program, args), after in zip(self.launches, dependencies(self.launches)):
             assert isinstance(program, CudaProgram)
             deps = [self._nodes[j] for j in after]
             self._nodes.append(program.add_node(self._graph, deps, args))
@@ -154,12 +159,28 @@ class GraphRecording(Recording):
 
     def _layout_now(self) -> Layout:
         working = [0 not in program.groups(args) for program, args in self.launches]
-        return dependencies(self.launches), working
+        return self._sharing()[0], working
+
+    def _sharing(self) -> tuple[tuple[int, ...], list[Buffer]]:
+        """Each buffer argument of each launch, in order, as the number of its buffer's first
+        use; and the buffers in that order. Equal numbers, equal edges (``dependencies``
+        follows from which buffers launches share, and its programs' param kinds)."""
+        first: dict[Buffer, int] = {}
+        numbers = []
+        for program, args in self.launches:
+            for i in program.buffer_positions:
+                numbers.append(first.setdefault(args[i], len(first)))  # type: ignore[arg-type]
+        return tuple(numbers), list(first)
 
     def _rebind(self) -> None:
         """Apply ``set_arg``s to the instantiated graph, or rebuild it if its layout
         changed."""
-        if self._layout_now() != self._layout:
+        sharing, buffers = self._sharing()
+        working = self._layout[1].copy()
+        for i in self._rebound:
+            program, args = self.launches[i]
+            working[i] = 0 not in program.groups(args)
+        if (sharing, working) != self._layout:
             self._discard()
             self._build()
             return
@@ -168,7 +189,10 @@ class GraphRecording(Recording):
             assert isinstance(program, CudaProgram)
             program.set_node(self._exec, self._nodes[i], args)
         self._rebound.clear()
-        self._collect_accesses()
+        reads, writes = self._accessed
+        self._reads = tuple(buffers[j] for j in reads)
+        self._writes = tuple(buffers[j] for j in writes)
+        self._buffers = self._reads + self._writes
 
     def _collect_accesses(self) -> None:
         """The whole graph's read-only and written buffers, in first-use order."""
@@ -181,6 +205,11 @@ class GraphRecording(Recording):
         self._writes = tuple(written)
         self._reads = tuple(b for b in read if b not in written)
         self._buffers = self._reads + self._writes
+        number = {b: j for j, b in enumerate(self._sharing()[1])}
+        self._accessed = (
+            tuple(number[b] for b in self._reads),
+            tuple(number[b] for b in self._writes),
+        )
         self._programs = tuple(dict.fromkeys(cast(CudaProgram, p) for p, _ in self.launches))
 
     def _discard(self) -> None:
