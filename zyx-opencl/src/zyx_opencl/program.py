@@ -97,7 +97,7 @@ class OpenCLProgram(Program):
         """zyx-opencl's native ``enqueue`` (``clEnqueueNDRangeKernel`` with plain ints and
         no event), or ``None``: pyopencl's, whose event is dropped."""
         self._lock = device.lock
-        scheduler = self.device.scheduler
+        self._scheduler = scheduler = device.scheduler
         self.enqueuer = (
             None
             if checked
@@ -127,11 +127,11 @@ class OpenCLProgram(Program):
         work-group."""
         with self._lock:
             values, _, _, groups = self.inspect(args)
-            work = self.work(groups)
+            work = self.fixed_work if self.fixed_work is not None else self._work(groups)
             if work is not None:
-                self.device.scheduler.append(self, values, work)
+                self._scheduler.append(self, values, work)
                 if self.record is not None:
-                    self.device.scheduler.synchronize()
+                    self._scheduler.synchronize()
                     self.check_record()
 
     def check_record(self) -> None:
@@ -151,7 +151,7 @@ class OpenCLProgram(Program):
         """``enqueue`` in Python: a launch from the window enqueued on the queue the
         scheduler places it on, after its waits, without an event, and recorded; returns
         the queue. Where a kernel is enqueued in Python."""
-        scheduler = self.device.scheduler
+        scheduler = self._scheduler
         # Buffers at the buffer params: ``schedule`` checked the arguments.
         reads: list[Buffer] = [args[i] for i in self._reads]  # type: ignore[misc]
         writes: list[Buffer] = [args[i] for i in self._writes]  # type: ignore[misc]
