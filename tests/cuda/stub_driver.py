@@ -190,6 +190,20 @@ def install() -> StandIns:
 
     stubs["cuCtxSetCurrent"] = set_current
     stubs["cuCtxGetCurrent"] = lambda: (ok, native.current())
+    pushed: list[int] = []
+
+    def push_current(context: Any) -> tuple[Any]:
+        pushed.append(native.current())
+        native.make_current(int(context))
+        return (ok,)
+
+    def pop_current() -> tuple[Any, int]:
+        popped = native.current()
+        native.make_current(pushed.pop())
+        return ok, popped
+
+    stubs["cuCtxPushCurrent"] = push_current
+    stubs["cuCtxPopCurrent"] = pop_current
 
     def destroy_stream(stream: Any) -> tuple[Any]:
         native.destroyed.append(int(stream))

@@ -10,6 +10,7 @@ arguments), the Python path alone (``schedule``), ``launch_timed``, and recordin
 
 from __future__ import annotations
 
+import gc
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -254,6 +255,13 @@ def check_graphs(stand_ins: StandIns) -> None:
     device.release(program)
     assert "was released" in refused(rec.replay)
     assert since() == [] and stand_ins.launches() == []
+
+    from stub_driver import CONTEXT
+
+    stand_ins.make_current(CONTEXT + 1)  # another library's, on this thread
+    del rec  # a dropped recording gives its graph back, and leaves the current context
+    gc.collect()
+    assert since() == discard and stand_ins.current() == CONTEXT + 1, calls
 
 
 def check_foreign(stand_ins: StandIns) -> None:

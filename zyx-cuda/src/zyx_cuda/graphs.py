@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, cast
 
 from cuda.bindings import driver
@@ -215,12 +216,28 @@ class GraphRecording(Recording):
     def _discard(self) -> None:
         """Drop the graph; in-flight replays finish (the driver frees it after them)."""
         self.device.context.activate()
+        self._destroy()
+
+    def _destroy(self) -> None:
         if self._exec is not None:
             driver.cuGraphExecDestroy(self._exec)
             self._exec = None
         if self._graph is not None:
             driver.cuGraphDestroy(self._graph)
             self._graph = None
+
+    def __del__(self) -> None:
+        # A recording dropped (zyx.jit's cache evicts its batches) gives its graph back.
+        # The garbage collector runs this in the middle of any code: the device's context is
+        # current for the two calls only (pushed, then popped), so the thread's stays.
+        with suppress(Exception):  # at interpreter exit the driver may be gone
+            if self._exec is None and self._graph is None:
+                return
+            driver.cuCtxPushCurrent(self.device.context.handle)
+            try:
+                self._destroy()
+            finally:
+                driver.cuCtxPopCurrent()
 
 
 def _released(what: Program | Buffer) -> BackendError:
