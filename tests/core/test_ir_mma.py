@@ -19,7 +19,7 @@ from zyx.host.pool import HostPool
 from zyx.ir import KernelBuilder, Mma, ParamKind, Storage, Value, check_limits
 from zyx.ir.interpreter import interpret
 from zyx.testing.kernels import warp_mma
-from zyx.testing.numerics import assert_close, random
+from zyx.testing.numerics import Array, assert_close, random
 
 HALVES = [DType.F16, DType.BF16]
 
@@ -39,7 +39,7 @@ GPU = DeviceInfo(
 )
 
 
-def operands(dtype: DType, warps: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # type: ignore[type-arg]
+def operands(dtype: DType, warps: int, seed: int = 0) -> tuple[Array, Array, Array]:
     rng = np.random.default_rng(seed)
     a = random(rng, dtype, warps * 256, -2.0, 2.0)
     b = random(rng, dtype, warps * 128, -2.0, 2.0)
@@ -47,7 +47,7 @@ def operands(dtype: DType, warps: int, seed: int = 0) -> tuple[np.ndarray, np.nd
     return a, b, c
 
 
-def reference(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:  # type: ignore[type-arg]
+def reference(a: Array, b: Array, c: Array) -> Array:
     warps = c.size // 128
     product = a.astype(np.float64).reshape(warps, 16, 16) @ b.astype(np.float64).reshape(
         warps, 16, 8

@@ -1,8 +1,9 @@
 """Core's generated matmul (``zyx.graph.matmul``) on CUDA: every GPU variant's kernels
-compile with NVRTC for sm_90, the default in bf16 and for sm_80 in f16 too (no GPU needed:
-CI runs these); on a GPU, each
+compile with NVRTC for sm_90, the default in bf16 and for sm_80 in f16 too, and every
+tensor-core (MMA) variant in bf16 and f16 (no GPU needed: CI runs these); on a GPU, each
 matches numpy in float64 into poisoned outputs, in f32, f16 and bf16 (f32 accumulation),
-and ``zyx.matmul`` takes it where it wins its race (8 x 1024 x 1024 x 512)."""
+the MMA variants in f16 and bf16 (transposed, batched, past a tile and k's step), and
+``zyx.matmul`` takes it where it wins its race (8 x 1024 x 1024 x 512)."""
 
 from __future__ import annotations
 
@@ -35,8 +36,10 @@ pytestmark = pytest.mark.cuda
         ((9, 0), DType.F32, matmul.GPU_VARIANTS),
         ((9, 0), DType.BF16, matmul.GPU_VARIANTS[:1]),
         ((8, 0), DType.F16, matmul.GPU_VARIANTS[:1]),
+        ((9, 0), DType.BF16, matmul.MMA_VARIANTS),
+        ((8, 0), DType.F16, matmul.MMA_VARIANTS[:1]),
     ],
-    ids=["sm_90-f32-all", "sm_90-bf16-default", "sm_80-f16-default"],
+    ids=["sm_90-f32-all", "sm_90-bf16-gpu", "sm_80-f16-gpu", "sm_90-bf16-mma", "sm_80-f16-mma"],
 )
 def test_gpu_variants_compile(
     arch: tuple[int, int],
@@ -64,7 +67,26 @@ def test_every_gpu_variant_matches_numpy(device: CudaDevice, variant: matmul.Var
 @pytest.mark.parametrize("dtype", [DType.F16, DType.BF16, DType.F64], ids=str)
 def test_float_dtypes_match_numpy(device: CudaDevice, dtype: DType) -> None:
     for case in CASES:
-        check_variant(device, matmul.variants(device)[0], dtype, case)
+        check_variant(device, matmul.GPU_VARIANTS[0], dtype, case)
+
+
+MMA_CASES = (*CASES, Case((3,), (3,), 300, 260, 100, a_transposed=True, b_transposed=True))
+"""Past a 128 x 128 tile in both dims, k past steps of 32, both operands transposed."""
+
+
+@pytest.mark.parametrize("dtype", [DType.F16, DType.BF16], ids=str)
+@pytest.mark.parametrize("variant", matmul.MMA_VARIANTS, ids=str)
+def test_every_mma_variant_matches_numpy(
+    device: CudaDevice, variant: matmul.Variant, dtype: DType
+) -> None:
+    for seed, case in enumerate(MMA_CASES):
+        check_variant(device, variant, dtype, case, seed)
+
+
+def test_the_default_for_bf16_is_tensor_cores(device: CudaDevice) -> None:
+    case = Case((), (), 4096, 4096, 64)
+    m = found(device, case, *operands(np.random.default_rng(0), DType.BF16, case))
+    assert matmul.default(m, device) == matmul.MMA_VARIANTS[0]
 
 
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(device: CudaDevice) -> None:

@@ -41,7 +41,7 @@ from functools import cache
 from math import prod
 from typing import TYPE_CHECKING
 
-from zyx.dtypes import DType
+from zyx.dtypes import DType, DTypeCapability
 from zyx.graph.claims import Claim, Matmul, Operand
 from zyx.graph.nodes import CustomLaunch
 from zyx.ir.builder import KernelBuilder, Value
@@ -49,6 +49,7 @@ from zyx.ir.ops import Kernel, ParamKind, Storage
 
 if TYPE_CHECKING:
     from zyx.backend import Buffer, Device
+    from zyx.device_info import DeviceInfo
 
 BANKS = 32
 """Banks of a GPU's local memory (NVIDIA's and AMD's), for laying out the tiles."""
@@ -83,6 +84,10 @@ class Variant:
     threads: tuple[int, int] = (1, 1)
     depth: int = 0
     packed: bool = False
+    mma: bool = False
+    """Tensor cores (f16 and bf16 into f32): ``threads`` counts warps of ``WARP``
+    work-items, each computing a ``block`` of the tile, contiguous, by ``zyx.ir.Mma``s
+    of 16 x 8 outputs from fragments it loads from the tiles in local memory."""
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -90,7 +95,7 @@ class Variant:
 
     @property
     def local_size(self) -> int:
-        return self.threads[0] * self.threads[1]
+        return self.threads[0] * self.threads[1] * (WARP if self.mma else 1)
 
 
 CPU_VARIANTS = (
@@ -117,10 +122,41 @@ GPU_VARIANTS = (
 )
 """For a GPU, default first: a 128 x 128 tile of 256 work-items, 8 x 8 outputs each."""
 
+WARP = 32
+"""Work-items of a warp, as ``zyx.ir.Mma`` counts them."""
+
+MMA_VARIANTS = (
+    Variant((64, 32), (2, 4), 32, mma=True),
+    Variant((32, 32), (2, 2), 32, mma=True),
+    Variant((64, 64), (2, 2), 16, mma=True),
+    Variant((32, 64), (4, 2), 32, mma=True),
+)
+"""For a GPU with tensor cores, f16 and bf16 only (``fits``), default first: a 128 x 128
+tile of 8 warps, each 64 x 32 outputs (4 x 4 MMAs a step of 16 along k: 64 accumulators a
+work-item); a 64 x 64 tile of 4 warps for products of few tiles."""
+
+MMA_PAD = 8
+"""Elements that pad each row of an MMA tile in local memory: a fragment's lanes then read
+32 distinct banks (16-bit elements, rows of 16 to 128 elements and their pad)."""
+
 
 def variants(device: Device) -> tuple[Variant, ...]:
     """The variants worth timing on ``device``, its default first."""
-    return CPU_VARIANTS if device.info.warp_size <= 1 else GPU_VARIANTS
+    info = device.info
+    if info.warp_size <= 1:
+        return CPU_VARIANTS
+    return MMA_VARIANTS + GPU_VARIANTS if _has_mma(info) else GPU_VARIANTS
+
+
+def _has_mma(info: DeviceInfo, dtype: DType | None = None) -> bool:
+    """Whether ``info``'s device runs ``zyx.ir.Mma`` (of ``dtype``, where given)."""
+    if info.warp_size != WARP or not info.tensor_cores:
+        return False
+    halves = (DType.F16, DType.BF16) if dtype is None else (dtype,)
+    return any(h in _MMA_DTYPES and info.supports(h, DTypeCapability.TENSOR_CORE) for h in halves)
+
+
+_MMA_DTYPES = (DType.F16, DType.BF16)
 
 
 def fits(variant: Variant, m: Matmul, device: Device) -> bool:
@@ -133,8 +169,32 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
         return False  # each work-item copies as many elements of a tile
+    if variant.mma:
+        return _fits_mma(variant, m, info)
     padded = rows + cols + 2 * max(BANKS // max(variant.depth, 1), 1)
     return variant.depth * padded * _accumulator(m).itemsize <= info.local_mem_size
+
+
+def _fits_mma(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
+    """Whether ``info``'s device runs tensor-core ``variant`` of ``m``: a, b and the output
+    of one dtype that its tensor cores take, blocks of whole MMAs, and the tiles (padded
+    by ``MMA_PAD``) in its local memory."""
+    dtype = m.a.node.dtype
+    if m.b.node.dtype is not dtype or m.output.dtype is not dtype or not _has_mma(info, dtype):
+        return False
+    rows, cols = variant.block
+    if rows % 16 or cols % 8 or variant.depth % 16 or not variant.depth:
+        return False
+    rows, cols = variant.tile
+    a_tile = _mma_tile_length(rows, variant.depth, abs(m.a.strides[-1]) == 1)
+    b_tile = _mma_tile_length(cols, variant.depth, abs(m.b.strides[-1]) != 1)
+    return (a_tile + b_tile) * dtype.itemsize <= info.local_mem_size
+
+
+def _mma_tile_length(count: int, depth: int, along_k: bool) -> int:
+    """Elements of an MMA tile in local memory: ``count`` rows of a (columns of b) by
+    ``depth`` along k, rows padded by ``MMA_PAD`` along its contiguous dim."""
+    return count * (depth + MMA_PAD) if along_k else depth * (count + MMA_PAD)
 
 
 def default(m: Matmul, device: Device) -> Variant | None:
@@ -302,7 +362,8 @@ class _Tiles:
         self.first, self.count = first, count
         self.clamp_rows, self.clamp_cols = m.n % variant.tile[0] != 0, clamp_cols
         edge = "_packed" if variant.packed else "_edge" if clamp_cols else ""
-        self.kb = kb = KernelBuilder(f"matmul{edge}_{m.n}x{m.m}x{m.k}")
+        kind = "_mma" if variant.mma else ""
+        self.kb = kb = KernelBuilder(f"matmul{kind}{edge}_{m.n}x{m.m}x{m.k}")
         self.acc = _accumulator(m)
         self.a = kb.param(self.acc if variant.packed else m.a.node.dtype, name="a")
         self.b = kb.param(self.acc if variant.packed else m.b.node.dtype, name="b")
@@ -320,6 +381,9 @@ class _Tiles:
         col0 = (tile / down + self.first) * v.tile[1]
         self.a_base = _batch_offset(m.a, m.batch, batch)
         self.b_base = _batch_offset(m.b, m.batch, batch)
+        if v.mma:
+            self.tensor_cores(kb.local(0, v.local_size), batch * (m.n * m.m), row0, col0)
+            return kb.build()
         acc = kb.define(self.acc, v.block[0] * v.block[1])
         for i in range(v.block[0] * v.block[1]):
             acc[i] = kb.const(0, self.acc)
@@ -351,16 +415,19 @@ class _Tiles:
         with kb.if_(inside[0] if len(inside) == 1 else inside[0] & inside[1]):
             self.out[base + row * m.m + col] = value.cast(m.output.dtype)
 
-    def load_a(self, row: Value, depth: Value | int) -> Value:
-        """a's element at ``row`` (of the output, clamped to it) and ``depth`` along k."""
+    def load_a(self, row: Value, depth: Value | int, cast: bool = True) -> Value:
+        """a's element at ``row`` (of the output, clamped to it) and ``depth`` along k, in
+        the accumulator's dtype (or, not ``cast``, its own)."""
         s = self.m.a.strides
         row = self.kb.minimum(row, self.m.n - 1) if self.clamp_rows else row
-        return self.a[self.a_base + row * s[-2] + depth * s[-1]].cast(self.acc)
+        x = self.a[self.a_base + row * s[-2] + depth * s[-1]]
+        return x.cast(self.acc) if cast else x
 
-    def load_b(self, depth: Value | int, col: Value) -> Value:
+    def load_b(self, depth: Value | int, col: Value, cast: bool = True) -> Value:
         s = self.m.b.strides
         col = self.kb.minimum(col, self.m.m - 1) if self.clamp_cols else col
-        return self.b[self.b_base + depth * s[-2] + col * s[-1]].cast(self.acc)
+        x = self.b[self.b_base + depth * s[-2] + col * s[-1]]
+        return x.cast(self.acc) if cast else x
 
     def from_packed(self, acc: Value, a_tile: Value, b_tile: Value) -> None:
         """``acc`` over k from the packed operands (``_pack``), whose tiles of this
@@ -407,6 +474,44 @@ class _Tiles:
         if m.k % v.depth:
             self.direct(acc, row0 + ty, col0 + tx, steps * v.depth, m.k)
 
+    def tensor_cores(self, lid: Value, out_base: Value, row0: Value, col0: Value) -> None:
+        """The tile by tensor cores (``Variant.mma``): through local memory ``depth`` of k
+        at a time as ``staged``, the last step where ``depth`` does not divide k reading
+        zeros past k; then each warp stores its block."""
+        kb, m, v = self.kb, self.m, self.v
+        rows, cols = v.tile
+        a_copy = _Copy(kb, m.a.node.dtype, lid, v, rows, along_k=abs(m.a.strides[-1]) == 1)
+        b_copy = _Copy(kb, m.b.node.dtype, lid, v, cols, along_k=abs(m.b.strides[-1]) != 1)
+        warp = _Warp(kb, lid, v)
+
+        def read(k0: Value | int, past_k: bool = False) -> None:
+            def within(load: Callable[[Value | int], Value], d: Value) -> Value:
+                if not past_k:
+                    return load(d)  # every step but a last partial one: d < k
+                return kb.where(d < m.k, load(kb.minimum(d, m.k - 1)), 0)
+
+            a_copy.read(lambda e, d: within(lambda t: self.load_a(row0 + e, t, False), d + k0))
+            b_copy.read(lambda e, d: within(lambda t: self.load_b(t, col0 + e, False), d + k0))
+
+        steps, rest = divmod(m.k, v.depth)
+        if steps:
+            read(0)
+            with kb.loop(steps) as step:
+                a_copy.write()
+                b_copy.write()
+                kb.barrier()
+                read(kb.minimum(step + 1, steps - 1) * v.depth)  # the next step's (no branch)
+                warp.step(a_copy, b_copy)
+                kb.barrier()
+        if rest:
+            read(steps * v.depth, past_k=True)
+            a_copy.write()
+            b_copy.write()
+            kb.barrier()
+            warp.step(a_copy, b_copy)
+        for row, col, value in warp.outputs():
+            self.store(out_base, row0 + row, col0 + col, value)
+
     def from_tiles(self, acc: Value, a: _Copy, b: _Copy, d: int, ty: Value, tx: Value) -> None:
         """``acc += a * b`` for step ``d`` of the tiles in local memory."""
         t0, t1 = self.v.threads
@@ -425,6 +530,52 @@ class _Tiles:
                 acc[r * cols + c] = acc[r * cols + c] + x * y[c]
 
 
+class _Warp:
+    """A warp's block of an MMA tile (``Variant.mma``): its accumulators, in ``Mma``'s C
+    fragments of 16 x 8 outputs (row-major over the block), and its steps along k."""
+
+    def __init__(self, kb: KernelBuilder, lid: Value, v: Variant) -> None:
+        self.kb, self.v = kb, v
+        self.across, self.down = v.block[1] // 8, v.block[0] // 16  # MMAs along a row, down
+        lane, warp = lid % WARP, lid / WARP
+        self.g, self.t = lane / 4, lane % 4
+        self.row0 = warp / v.threads[1] * v.block[0]  # the block's origin in the tile
+        self.col0 = warp % v.threads[1] * v.block[1]
+        self.acc = kb.define(DType.F32, self.down * self.across * 4)
+        for i in range(self.down * self.across * 4):
+            self.acc[i] = kb.const(0, DType.F32)
+
+    def step(self, a: _Copy, b: _Copy) -> None:
+        """``acc += a @ b`` over the tiles' ``depth``, 16 along k an MMA; each 16 loads the
+        fragments of a's rows and b's columns of this warp's block first."""
+        kb, g, t = self.kb, self.g, self.t
+        a_rows, b_cols = self.row0 + g, self.col0 + g
+        for k0 in range(0, self.v.depth, 16):
+            fa = kb.define(a.tile.dtype, self.down * 8)
+            fb = kb.define(b.tile.dtype, self.across * 4)
+            for r in range(self.down):
+                for i in range(8):
+                    d = k0 + i % 2 + i // 4 * 8
+                    fa[r * 8 + i] = a.at(t * 2 + d, a_rows + (r * 16 + i // 2 % 2 * 8))
+            for c in range(self.across):
+                for i in range(4):
+                    fb[c * 4 + i] = b.at(t * 2 + (k0 + i % 2 + i // 2 * 8), b_cols + c * 8)
+            for r in range(self.down):
+                for c in range(self.across):
+                    kb.mma(self.acc, fa, fb, (r * self.across + c) * 4, r * 8, c * 4)
+
+    def outputs(self) -> list[tuple[Value, Value, Value]]:
+        """(row, column) in the tile and value of each of this work-item's outputs."""
+        rows, cols = self.row0 + self.g, self.col0 + self.t * 2
+        found = []
+        for r in range(self.down):
+            for c in range(self.across):
+                for i in range(4):
+                    value = self.acc[(r * self.across + c) * 4 + i]
+                    found.append((rows + (r * 16 + i // 2 * 8), cols + (c * 8 + i % 2), value))
+        return found
+
+
 class _Copy:
     """A work-group's copy of an operand's tile (``depth`` x ``count`` elements: rows of a
     or columns of b) from global memory into local memory, through registers.
@@ -435,17 +586,36 @@ class _Copy:
     that adjacent work-items' reads of it are adjacent too; copied along k, a row of it is
     padded by ``BANKS // depth`` elements, so that the work-items of a warp, storing
     ``BANKS // depth`` rows of ``depth``, each store to a bank of their own.
+
+    For tensor cores (``mma``) the tile is held with k contiguous where the operand is
+    (``[e][d]`` along k, else ``[d][e]``), each row padded by ``MMA_PAD``: a warp's stores
+    are adjacent, and its fragments' loads (``Mma``: 8 rows by 4 pairs along k) each hit a
+    bank of their own.
     """
 
     def __init__(
         self, kb: KernelBuilder, dtype: DType, lid: Value, v: Variant, count: int, along_k: bool
     ) -> None:
-        self.stride = count + (max(BANKS // v.depth, 1) if along_k else 0)
-        self.tile = kb.define(dtype, v.depth * self.stride, Storage.LOCAL)
+        self.k_inner = v.mma and along_k
+        if v.mma:
+            self.stride = (v.depth if along_k else count) + MMA_PAD
+            length = _mma_tile_length(count, v.depth, along_k)
+        else:
+            self.stride = count + (max(BANKS // v.depth, 1) if along_k else 0)
+            length = v.depth * self.stride
+        self.tile = kb.define(dtype, length, Storage.LOCAL)
         per_item = v.depth * count // v.local_size
         self.held = kb.define(dtype, per_item)
         self.places: list[tuple[Value, Value]] = []
-        for q in range(per_item):
+        run = v.depth if along_k else count  # consecutive elements along the contiguous dim
+        if v.local_size % run == 0:
+            # Element q's place is the first's, moved by a constant: its address too, an
+            # immediate offset, where the division of each element's index is a register.
+            step = v.local_size // run
+            e0, d0 = (lid / run, lid % run) if along_k else (lid % run, lid / run)
+            for q in range(per_item):
+                self.places.append((e0 + q * step, d0) if along_k else (e0, d0 + q * step))
+        for q in range(len(self.places), per_item):
             e = lid + q * v.local_size
             self.places.append((e / v.depth, e % v.depth) if along_k else (e % count, e / count))
 
@@ -457,8 +627,11 @@ class _Copy:
 
     def write(self) -> None:
         for q, (e, d) in enumerate(self.places):
-            self.tile[d * self.stride + e] = self.held[q]
+            self.tile[self.offset(d, e)] = self.held[q]
 
     def at(self, d: Value | int, e: Value) -> Value:
         """Element ``e`` of the tile at ``d`` along k (once written)."""
-        return self.tile[e + d * self.stride]
+        return self.tile[self.offset(d, e)]
+
+    def offset(self, d: Value | int, e: Value) -> Value:
+        return e * self.stride + d if self.k_inner else e + d * self.stride
