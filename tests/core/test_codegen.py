@@ -189,3 +189,46 @@ def test_division_by_a_constant_is_by_the_value_it_wraps_to(
     if divides:
         assert str(wrapped) in code
         assert divisor == wrapped or str(divisor) not in code
+
+
+def _moves(dtype: DType) -> Kernel:
+    """``out[i] = a[i]`` through a register, and ``out[i + 8] = a[i] + 1``."""
+    kb = KernelBuilder("moves")
+    a = kb.param(dtype)
+    out = kb.param(dtype, ParamKind.GLOBAL_MUT)
+    i = kb.group(0, 8)
+    held = kb.define(dtype, 1)
+    held[0] = a[i]
+    out[i] = held[0]
+    out[i + 8] = a[i] + 1
+    return kb.build()
+
+
+def test_copies_are_the_loads_only_stored() -> None:
+    kernel = _moves(DType.BF16)
+    loads = [ref for ref, op in enumerate(kernel.ops) if type(op).__name__ == "Load"]
+    assert kernel.copies == frozenset(loads[:2])  # a[i] into the register, and out of it
+
+
+class _Held(_Plain):
+    """A dialect that holds 16-bit floats in registers as memory does, and moves copies."""
+
+    moves_as_held = True
+
+    def register_type(self, dtype: DType) -> str:
+        return self.storage_type(dtype)
+
+    def load(self, ptr: str, index: str, dtype: DType) -> str:
+        return f"widen({ptr}[{index}])"
+
+    def store(self, ptr: str, index: str, value: str, dtype: DType) -> str:
+        return f"{ptr}[{index}] = narrow({value})"
+
+
+def test_a_dialect_may_move_copies_as_held() -> None:
+    code = _Held().render(_moves(DType.BF16)).code
+    assert "T_bf16 v3[1];" in code  # the register holds what memory does
+    assert "const T_bf16 v4 = p0[v2];" in code and "v3[((T_i64)0)] = v4;" in code
+    assert "const T_bf16 v8 = v3[((T_i64)0)];" in code and "p1[v2] = v8;" in code
+    assert "const float v10 = widen(p0[v2]);" in code  # a[i] + 1 computes in float
+    assert code.count("widen(") == 1 and code.count("narrow(") == 1

@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
+import zyx
 from zyx.dtypes import DType
+from zyx.graph import matmul
+from zyx.graph.claims import matmuls
+from zyx.graph.schedule import Graph
+from zyx.ir import Kernel
 from zyx.testing.kernels import warp_mma
 from zyx.testing.numerics import assert_close, random
 
@@ -58,3 +63,19 @@ def test_each_warp_multiplies_its_matrices(device: CudaDevice, dtype: DType) -> 
         warps, 16, 8
     )
     assert_close(got, c + product.ravel(), DType.F32, f"Mma {dtype}")
+
+
+def test_a_matmul_moves_its_operands_as_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From global memory through registers and shared memory into fragments, a and b are
+    never converted to float and back (``Kernel.copies``); the outputs are."""
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
+    x = zyx.zeros((256, 256), dtype=zyx.bfloat16, device="host")
+    (m,) = matmuls(Graph([zyx.matmul(x, x.mT).node]))
+    (launch,) = matmul.build(m, matmul.MMA_VARIANTS[0])
+    assert isinstance(launch.kernel, Kernel)
+    source = CudaDialect().render(launch.kernel)
+    assert source.code.count("__bfloat162float(") == source.code.count("__float2bfloat16_rn(") // 2
+    assert "__bfloat162float(p0" not in source.code and "__bfloat162float(p1" not in source.code
+    assert Compiler((9, 0)).compile(source).format == "cubin"

@@ -8,9 +8,13 @@ Local memory (``Define`` with ``Storage.LOCAL``) is carved out of one dynamic
 ``extern __shared__`` array: static ``__shared__`` arrays stop at 48 KiB, dynamic shared
 memory reaches the device's opt-in maximum. ``shared_bytes(kernel)`` is what a launch asks for.
 
+Register ``Define``s of f16 and bf16 hold them as memory does (``register_type``), and the
+elements a kernel only moves (``Kernel.copies``: a matmul's operands, from global memory
+through registers and shared memory into fragments) are moved as held, never converted.
+
 An ``Mma`` is inline PTX ``mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32``
-(sm_80 for bf16), its fragments' pairs packed into 32-bit registers (the lower half the
-element of lower index, as PTX has them) from the float registers they are held in.
+(sm_80 for bf16), its fragments' pairs of 16-bit elements packed into 32-bit registers
+(the lower half the element of lower index, as PTX has them).
 
 Bounds-checked (``bounds_checked``), a kernel takes ``long long* zyx_err`` and a ``long long``
 element count per buffer param after its own params (``zyx.codegen.c``).
@@ -81,8 +85,8 @@ static __device__ int zyx_in_bounds(long long* err, long long index, long long l
 """
 
 
-_PACK = {DType.F16: "__floats2half2_rn", DType.BF16: "__floats2bfloat162_rn"}
-"""The function that rounds two floats into a pair of each 16-bit float type."""
+_PAIR = {DType.F16: "__halves2half2", DType.BF16: "__halves2bfloat162"}
+"""The function that makes a pair of each 16-bit float type."""
 
 _PACK_HELPER = """\
 template <typename T> static __device__ __forceinline__ unsigned zyx_pair_bits(T pair) {
@@ -102,8 +106,13 @@ class CudaDialect(CDialect):
     name = "cuda"
     restrict = "__restrict__"
 
+    moves_as_held = True
+
     def storage_type(self, dtype: DType) -> str:
         return _STORAGE[dtype]
+
+    def register_type(self, dtype: DType) -> str:
+        return self.storage_type(dtype)
 
     def preamble(self, kernel: Kernel) -> str:
         halves = half_types(kernel)
@@ -140,12 +149,12 @@ class CudaDialect(CDialect):
 
     def mma(self, kernel: Kernel, op: Mma) -> str:
         dtype = kernel.dtype_of(op.a)
-        pack, t = _PACK[dtype], "bf16" if dtype is DType.BF16 else "f16"
+        pair, t = _PAIR[dtype], "bf16" if dtype is DType.BF16 else "f16"
         c = [f"v{op.c}[{op.c_at + i}]" for i in range(4)]
         pairs = [(op.a, op.a_at + 2 * i) for i in range(4)] + [
             (op.b, op.b_at + 2 * i) for i in range(2)
         ]
-        words = [f"zyx_pair_bits({pack}(v{ref}[{at}], v{ref}[{at + 1}]))" for ref, at in pairs]
+        words = [f"zyx_pair_bits({pair}(v{ref}[{at}], v{ref}[{at + 1}]))" for ref, at in pairs]
         ptx = (
             f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 "
             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"

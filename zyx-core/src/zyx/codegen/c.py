@@ -191,6 +191,15 @@ class CDialect:
         """The type of a value in registers; f16 and bf16 compute in float."""
         return "float" if dtype in (DType.F16, DType.BF16) else self.storage_type(dtype)
 
+    def register_type(self, dtype: DType) -> str:
+        """The type of an element of a register ``Define``: a value's, or else its storage
+        type, which ``load`` and ``store`` convert from and to as for memory."""
+        return self.value_type(dtype)
+
+    moves_as_held = False
+    """Render the f16 and bf16 elements a kernel only moves (``Kernel.copies``) in their
+    storage type, not converted to float and back (not bounds-checked)."""
+
     # ---- hooks: the kernel's frame ------------------------------------------------------
 
     def preamble(self, kernel: Kernel) -> str:
@@ -500,13 +509,14 @@ class CDialect:
         if isinstance(op, Define):
             if op.storage is Storage.LOCAL:
                 return self.local_decl(op.dtype, name, op.length) + ";"
-            return f"{self.value_type(op.dtype)} {name}[{op.length}];"
+            return f"{self.register_type(op.dtype)} {name}[{op.length}];"
         if isinstance(op, Load):
             dtype = kernel.dtype_of(ref)
-            src = kernel.ops[op.src]
+            if self.as_held(kernel, ref, dtype):
+                return f"const {self.storage_type(dtype)} {name} = {e(op.src)}[{e(op.index)}];"
             value = (
                 f"{e(op.src)}[{e(op.index)}]"
-                if isinstance(src, Define) and src.storage is Storage.REGISTER
+                if self.in_registers(kernel, op.src, dtype)
                 else self.load(e(op.src), e(op.index), dtype)
             )
             if self.bounds_checked:
@@ -515,8 +525,7 @@ class CDialect:
             return self.declare(name, dtype, value)
         if isinstance(op, Store):
             dtype = kernel.dtype_of(op.dst)
-            dst = kernel.ops[op.dst]
-            if isinstance(dst, Define) and dst.storage is Storage.REGISTER:
+            if self.in_registers(kernel, op.dst, dtype) or self.as_held(kernel, op.value, dtype):
                 stored = f"{e(op.dst)}[{e(op.index)}] = {e(op.value)};"
             else:
                 stored = self.store(e(op.dst), e(op.index), e(op.value), dtype) + ";"
@@ -554,6 +563,25 @@ class CDialect:
         if isinstance(op, Mma):
             return self.mma(kernel, op)
         raise TypeError(f"cannot render {op}")
+
+    def in_registers(self, kernel: Kernel, memory: Ref, dtype: DType) -> bool:
+        """Whether ``memory`` is a register ``Define`` whose elements are values as held."""
+        op = kernel.ops[memory]
+        return (
+            isinstance(op, Define)
+            and op.storage is Storage.REGISTER
+            and self.register_type(dtype) == self.value_type(dtype)
+        )
+
+    def as_held(self, kernel: Kernel, ref: Ref, dtype: DType) -> bool:
+        """Whether the ``Load`` ``ref`` of ``dtype`` (or the value a ``Store`` stores) is one
+        the kernel only moves, rendered in its storage type (``moves_as_held``)."""
+        return (
+            self.moves_as_held
+            and not self.bounds_checked
+            and dtype in (DType.F16, DType.BF16)
+            and ref in kernel.copies
+        )
 
     def declare(self, name: str, dtype: DType, value: str) -> str:
         return f"const {self.value_type(dtype)} {name} = {value};"

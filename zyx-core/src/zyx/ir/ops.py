@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from enum import Enum
 from functools import cached_property
-from typing import TypeAlias
+from typing import TypeAlias, get_args
 
 from zyx.dtypes import DType
 
@@ -361,6 +361,21 @@ class Kernel:
         return value_dtypes(self.ops)
 
     @cached_property
+    def copies(self) -> frozenset[Ref]:
+        """The ``Load``s whose value nothing but ``Store``s use, as the stored value: elements
+        moved unchanged, to memory of their own dtype (the verifier checks it), which a
+        renderer may move as memory holds them (f16 and bf16 compute in float, and would be
+        converted there and back)."""
+        loads = {ref for ref, op in enumerate(self.ops) if isinstance(op, Load)}
+        used = set()
+        for op in self.ops:
+            for name in _OPERAND_FIELDS[type(op)]:
+                ref = getattr(op, name)
+                if ref in loads and not (isinstance(op, Store) and name == "value"):
+                    used.add(ref)
+        return frozenset(loads - used)
+
+    @cached_property
     def used_dtypes(self) -> frozenset[DType]:
         """Every dtype a value of the kernel has: what a dialect's preamble must define."""
         return frozenset(d for d in self.dtypes if d is not None)
@@ -378,6 +393,15 @@ class Kernel:
 
 
 _REF_FIELDS = frozenset({"src", "index", "dst", "value", "x", "a", "b", "c", "size", "cond"})
+
+
+_OPERAND_FIELDS: dict[type, tuple[str, ...]] = {
+    kind: ()
+    if kind in (Const, Range)
+    else tuple(f.name for f in fields(kind) if f.name in _REF_FIELDS)
+    for kind in get_args(Op)
+}
+"""The fields of each kind of op that name other ops' values (``Ref``s)."""
 
 
 def format_op(op: Op) -> str:
