@@ -148,6 +148,7 @@ def test_verifier_refuses_fragments_outside_registers() -> None:
         (replace(GPU, warp_size=1, tensor_cores=False), "warps of 32 and tensor cores; gpu has "
          "warps of 1 and no tensor cores"),
         (replace(GPU, dtypes={DType.F16: DTypeCapability.FULL}), "no tensor cores for f16"),
+        (replace(GPU, compute_capability=(7, 5)), "needs compute capability 8.0, gpu has 7.5"),
     ],
 )  # fmt: skip
 def test_limits_refuse_devices_without_tensor_cores(info: DeviceInfo, message: str) -> None:

@@ -108,6 +108,7 @@ def test_mma_is_offered_only_with_tensor_cores_for_the_dtype(host: Device) -> No
     for device in (
         gpu(host, tensor_cores=False),
         gpu(host, dtypes={d: DTypeCapability.FULL for d in DType}),
+        gpu(host, compute_capability=(7, 5)),  # tensor cores, but not m16n8k16's
     ):
         assert not any(v.mma for v in matmul.variants(device))
     no_bf16 = gpu(host, dtypes={**gpu(host).info.dtypes, DType.BF16: DTypeCapability.FULL})

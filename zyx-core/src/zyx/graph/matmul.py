@@ -23,6 +23,10 @@ picks one by the kind of device:
   addresses along the operand's contiguous dim), then each work-item accumulates its block
   in registers from them. The next step's operands are read into registers before the
   current step is computed, hiding global memory's latency behind it.
+- **GPU with tensor cores** (warps of 32, ``DeviceInfo.tensor_cores`` and the dtype's
+  ``TENSOR_CORE``), for f16 and bf16: the same tiles in local memory, in the operands' own
+  dtype, each warp computing its block by ``zyx.ir.Mma`` (16 x 8 outputs of 16 along k each)
+  from fragments it loads from them; k past its last full step reads zeros.
 
 Operands are read through their strides (baked in: a transposed operand needs no copy of
 the array, and the compiler sees unit strides), batch dims included. Accumulation is in
@@ -46,6 +50,7 @@ from zyx.graph.claims import Claim, Matmul, Operand
 from zyx.graph.nodes import CustomLaunch
 from zyx.ir.builder import KernelBuilder, Value
 from zyx.ir.ops import Kernel, ParamKind, Storage
+from zyx.ir.verify import MMA_CAPABILITY
 
 if TYPE_CHECKING:
     from zyx.backend import Buffer, Device
@@ -151,6 +156,8 @@ def variants(device: Device) -> tuple[Variant, ...]:
 def _has_mma(info: DeviceInfo, dtype: DType | None = None) -> bool:
     """Whether ``info``'s device runs ``zyx.ir.Mma`` (of ``dtype``, where given)."""
     if info.warp_size != WARP or not info.tensor_cores:
+        return False
+    if info.compute_capability is not None and info.compute_capability < MMA_CAPABILITY:
         return False
     halves = (DType.F16, DType.BF16) if dtype is None else (dtype,)
     return any(h in _MMA_DTYPES and info.supports(h, DTypeCapability.TENSOR_CORE) for h in halves)

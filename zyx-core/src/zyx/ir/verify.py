@@ -87,8 +87,13 @@ def check_limits(kernel: Kernel, info: DeviceInfo) -> None:
     _check_mma(kernel, info)
 
 
+MMA_CAPABILITY = (8, 0)
+"""The NVIDIA compute capability from which tensor cores run ``Mma``'s m16n8k16 shape."""
+
+
 def _check_mma(kernel: Kernel, info: DeviceInfo) -> None:
-    """An ``Mma`` needs warps of 32 lanes and tensor cores that take its dtype."""
+    """An ``Mma`` needs warps of 32 lanes and tensor cores that take its dtype (on NVIDIA
+    from compute capability 8.0: sm_70 and sm_75 have tensor cores of other shapes)."""
     for op in kernel.ops:
         if not isinstance(op, Mma):
             continue
@@ -101,6 +106,11 @@ def _check_mma(kernel: Kernel, info: DeviceInfo) -> None:
             )
         if not info.supports(dtype, DTypeCapability.TENSOR_CORE):
             raise IRError(f"kernel {kernel.name!r}: {info.name} has no tensor cores for {dtype}")
+        if info.compute_capability is not None and info.compute_capability < MMA_CAPABILITY:
+            raise IRError(
+                f"kernel {kernel.name!r}: its Mma (m16n8k16) needs compute capability 8.0, "
+                f"{info.name} has {'.'.join(map(str, info.compute_capability))}"
+            )
 
 
 def _defined_bytes(kernel: Kernel, storage: Storage) -> int:
