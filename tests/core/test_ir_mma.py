@@ -1,6 +1,7 @@
-"""``zyx.ir.Mma``, a warp's tensor-core matrix multiply-accumulate: what the verifier and the
-device limits accept, and its meaning in the interpreter (warps of 32 work-items emulated)
-against numpy in float64. The CUDA rendering is tests/cuda/test_cuda_mma.py's."""
+"""``zyx.ir.Mma``, a warp's tensor-core matrix multiply-accumulate, and ``zyx.ir.LdMatrix``,
+its fragments' load from local memory: what the verifier and the device limits accept, and
+their meaning in the interpreter (warps of 32 work-items emulated) against numpy. The CUDA
+rendering is tests/cuda/test_cuda_mma.py's."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
 from zyx.ir import KernelBuilder, Mma, ParamKind, Storage, Value, check_limits
 from zyx.ir.interpreter import interpret
-from zyx.testing.kernels import warp_mma
+from zyx.testing.kernels import warp_ldmatrix, warp_mma
 from zyx.testing.numerics import Array, assert_close, random
 
 HALVES = [DType.F16, DType.BF16]
@@ -166,3 +167,64 @@ def test_host_refuses_to_compile_mma() -> None:
     assert "warps of 32" in str(info.value)
     with pytest.raises(BackendError, match="the host-c dialect renders no Mma"):
         HostDialect().render(kernel)
+
+
+def ldmatrix_reference(x: Array, count: int, trans: bool) -> Array:
+    """What each lane holds after ``warp_ldmatrix``: of matrix ``j``, row ``l / 4`` at
+    columns ``2 * (l % 4)`` and the next (``trans``: column ``l / 4`` at those rows)."""
+    matrices = x.reshape(count, 8, 8)
+    if trans:
+        matrices = matrices.transpose(0, 2, 1)
+    held = np.empty((32, count, 2), x.dtype)
+    for lane in range(32):
+        held[lane] = matrices[:, lane // 4, lane % 4 * 2 : lane % 4 * 2 + 2]
+    return held.reshape(-1)
+
+
+@pytest.mark.parametrize("trans", [False, True], ids=["rows", "trans"])
+@pytest.mark.parametrize("count", [1, 2, 4])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_interpreter_spreads_ldmatrix_rows_over_lanes(
+    dtype: DType, count: int, trans: bool
+) -> None:
+    x = random(np.random.default_rng(count), dtype, 64 * count, -2.0, 2.0)
+    out = np.zeros(64 * count, dtype.numpy)
+    interpret(warp_ldmatrix(dtype, count, trans), [x, out])
+    np.testing.assert_array_equal(out, ldmatrix_reference(x, count, trans))
+
+
+def _ldmatrix(
+    kb: KernelBuilder, count: int = 4, dst: DType = DType.BF16, storage: Storage = Storage.LOCAL
+) -> None:
+    kb.local(0, 32)
+    held = kb.define(dst, 8)
+    tile = kb.define(DType.BF16, 256, storage)
+    kb.ldmatrix(held, tile, kb.const(0, DType.I64), count)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda kb: _ldmatrix(kb, count=3), "LdMatrix of 3 matrices: 1, 2 or 4"),
+        (lambda kb: _ldmatrix(kb, dst=DType.F32), "LdMatrix loads f16 or bf16, got f32"),
+        (lambda kb: _ldmatrix(kb, dst=DType.F16), "source %2 has dtype bf16, expected f16"),
+        (
+            lambda kb: _ldmatrix(kb, storage=Storage.REGISTER),
+            r"source %2 \(bf16\) is not a local Define",
+        ),
+    ],
+    ids=["count", "dtype", "mixed", "registers"],
+)
+def test_verifier_refuses_malformed_ldmatrix(
+    build: Callable[[KernelBuilder], None], message: str
+) -> None:
+    _fails(build, message)
+
+
+def test_verifier_refuses_ldmatrix_past_its_fragment() -> None:
+    def build(kb: KernelBuilder) -> None:
+        kb.local(0, 32)
+        held, tile = kb.define(DType.BF16, 8), kb.define(DType.BF16, 256, Storage.LOCAL)
+        kb.ldmatrix(held, tile, kb.const(0, DType.I64), 4, at=2)
+
+    _fails(build, "fragment dst at 2: 8 elements from it do not fit in %1's 8")

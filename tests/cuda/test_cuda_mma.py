@@ -1,6 +1,7 @@
-"""``zyx.ir.Mma`` on CUDA: it renders as inline PTX ``mma.sync`` that NVRTC compiles for
-sm_80 and sm_90 (no GPU needed: CI runs these); on a GPU, each warp's product matches numpy
-in float64 and the interpreter's meaning of the op (tests/core/test_ir_mma.py)."""
+"""``zyx.ir.Mma`` and ``zyx.ir.LdMatrix`` on CUDA: they render as inline PTX ``mma.sync`` and
+``ldmatrix`` that NVRTC compiles for sm_80 and sm_90 (no GPU needed: CI runs these); on a
+GPU, each warp's product matches numpy in float64, and each lane holds what the interpreter
+says it does (tests/core/test_ir_mma.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from zyx.graph import matmul
 from zyx.graph.claims import matmuls
 from zyx.graph.schedule import Graph
 from zyx.ir import Kernel
-from zyx.testing.kernels import warp_mma
+from zyx.ir.interpreter import interpret
+from zyx.testing.kernels import warp_ldmatrix, warp_mma
 from zyx.testing.numerics import assert_close, random
 
 pytest.importorskip("cuda.bindings.nvrtc")
@@ -41,6 +43,41 @@ def test_mma_compiles_to_cubin(
     source = CudaDialect().render(warp_mma(dtype))
     assert f"mma.sync.aligned.m16n8k16.row.col.f32.{dtype.value}.{dtype.value}.f32" in source.code
     assert Compiler(arch).compile(source).format == "cubin"
+
+
+@pytest.mark.parametrize("trans", [False, True], ids=["rows", "trans"])
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_ldmatrix_compiles_to_cubin(
+    count: int, trans: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
+    source = CudaDialect().render(warp_ldmatrix(DType.BF16, count, trans))
+    assert (
+        f"ldmatrix.sync.aligned.m8n8.x{count}{'.trans' if trans else ''}.shared.b16" in source.code
+    )
+    assert Compiler((8, 0)).compile(source).format == "cubin"
+
+
+@pytest.mark.parametrize("trans", [False, True], ids=["rows", "trans"])
+@pytest.mark.parametrize("count", [1, 2, 4])
+@pytest.mark.parametrize("dtype", HALVES, ids=str)
+def test_ldmatrix_spreads_rows_as_the_interpreter_does(
+    device: CudaDevice, dtype: DType, count: int, trans: bool
+) -> None:
+    kernel = warp_ldmatrix(dtype, count, trans)
+    x = random(np.random.default_rng(count), dtype, 64 * count, -2.0, 2.0)
+    want = np.zeros(64 * count, dtype.numpy)
+    interpret(kernel, [x, want])
+    x_buf, out = device.pool.allocate(x.nbytes), device.pool.allocate(want.nbytes)
+    try:
+        device.pool.write(x_buf, x)
+        device.launch(device.compile(kernel), [x_buf, out])
+        got = np.empty_like(want)
+        device.pool.read(out, got)
+    finally:
+        device.pool.release(x_buf)
+        device.pool.release(out)
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("dtype", HALVES, ids=str)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from zyx.codegen.c import CDialect
 from zyx.dtypes import DType
-from zyx.ir.ops import Define, Kernel, Mma, Range, Ref, Scope, Storage
+from zyx.ir.ops import Define, Kernel, LdMatrix, Mma, Range, Ref, Scope, Storage
 
 _STORAGE = {
     DType.BOOL: "bool", DType.U8: "unsigned char", DType.U16: "unsigned short",
@@ -92,12 +92,18 @@ _PACK_HELPER = """\
 template <typename T> static __device__ __forceinline__ unsigned zyx_pair_bits(T pair) {
   return *reinterpret_cast<unsigned*>(&pair);
 }
+template <typename T> static __device__ __forceinline__ void zyx_unpair(unsigned bits, T& lo,
+                                                                       T& hi) {
+  unsigned short low = bits & 0xffffu, high = bits >> 16;
+  lo = *reinterpret_cast<T*>(&low);
+  hi = *reinterpret_cast<T*>(&high);
+}
 """
 
 
-def _mma_types(kernel: Kernel) -> frozenset[DType]:
-    """The dtypes of the ``Mma``s' A fragments in ``kernel``."""
-    return frozenset(kernel.dtype_of(op.a) for op in kernel.ops if isinstance(op, Mma))
+def _warp_matrices(kernel: Kernel) -> bool:
+    """Whether ``kernel`` has an ``Mma`` or ``LdMatrix``."""
+    return any(isinstance(op, (Mma, LdMatrix)) for op in kernel.ops)
 
 
 class CudaDialect(CDialect):
@@ -123,7 +129,7 @@ class CudaDialect(CDialect):
             lines.append("#include <cuda_bf16.h>")
         if shared_layout(kernel):
             lines.append(f"extern __shared__ __align__({_SHARED_ALIGN}) char {_SHARED}[];")
-        if _mma_types(kernel):
+        if _warp_matrices(kernel):
             lines.append(_PACK_HELPER)
         return "\n".join(lines)
 
@@ -162,6 +168,25 @@ class CudaDialect(CDialect):
         outputs = ", ".join(f'"+f"({x})' for x in c)
         inputs = ", ".join(f'"r"({w})' for w in words)
         return f'asm("{ptx}" : {outputs} : {inputs});'
+
+    def ldmatrix(self, kernel: Kernel, op: LdMatrix) -> str:
+        # volatile, and a memory clobber: it reads shared memory, which the group's stores
+        # between barriers change (a plain asm of the same address would be hoisted).
+        words = [f"zyx_w{i}" for i in range(op.count)]
+        registers = ", ".join(f"%{i}" for i in range(op.count))
+        ptx = (
+            f"ldmatrix.sync.aligned.m8n8.x{op.count}{'.trans' if op.trans else ''}.shared.b16 "
+            f"{{{registers}}}, [%{op.count}];"
+        )
+        address = f"(unsigned)__cvta_generic_to_shared(v{op.src} + {self.expr(kernel, op.index)})"
+        outputs = ", ".join(f'"=r"({w})' for w in words)
+        at = op.dst_at
+        spread = " ".join(
+            f"zyx_unpair({w}, v{op.dst}[{at + 2 * i}], v{op.dst}[{at + 2 * i + 1}]);"
+            for i, w in enumerate(words)
+        )
+        asm = f'asm volatile("{ptx}" : {outputs} : "r"({address}) : "memory");'
+        return f"{{ unsigned {', '.join(words)}; {asm} {spread} }}"
 
     def render_op(self, kernel: Kernel, ref: Ref) -> str:
         op = kernel.ops[ref]

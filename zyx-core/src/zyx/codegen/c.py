@@ -45,6 +45,7 @@ from zyx.ir.ops import (
     EndLoop,
     If,
     Kernel,
+    LdMatrix,
     Load,
     Loop,
     Mma,
@@ -243,10 +244,17 @@ class CDialect:
     def mma(self, kernel: Kernel, op: Mma) -> str:
         """The statement of a warp's ``Mma``. A language without warp-level matrix ops
         refuses it (``check_limits`` refuses it first on a device without tensor cores)."""
-        raise BackendError(
+        raise self.no_warp_matrices(kernel, op)
+
+    def ldmatrix(self, kernel: Kernel, op: LdMatrix) -> str:
+        """The statement of a warp's ``LdMatrix``; refused as ``mma`` is."""
+        raise self.no_warp_matrices(kernel, op)
+
+    def no_warp_matrices(self, kernel: Kernel, op: Mma | LdMatrix) -> BackendError:
+        return BackendError(
             ErrorStatus.KERNEL_COMPILATION,
-            f"kernel {kernel.name!r}: the {self.name} dialect renders no Mma (tensor-core "
-            "matrix multiply); it compiles for CUDA only",
+            f"kernel {kernel.name!r}: the {self.name} dialect renders no {type(op).__name__} "
+            "(a warp's tensor-core matrix op); it compiles for CUDA only",
         )
 
     def checked_params(self, kernel: Kernel) -> list[str]:
@@ -562,6 +570,8 @@ class CDialect:
             return self.barrier() + ";"
         if isinstance(op, Mma):
             return self.mma(kernel, op)
+        if isinstance(op, LdMatrix):
+            return self.ldmatrix(kernel, op)
         raise TypeError(f"cannot render {op}")
 
     def in_registers(self, kernel: Kernel, memory: Ref, dtype: DType) -> bool:

@@ -93,6 +93,9 @@ class Variant:
     """Tensor cores (f16 and bf16 into f32): ``threads`` counts warps of ``WARP``
     work-items, each computing a ``block`` of the tile, contiguous, by ``zyx.ir.Mma``s
     of 16 x 8 outputs from fragments it loads from the tiles in local memory."""
+    ldmatrix: bool = False
+    """With ``mma``: the fragments loaded by ``zyx.ir.LdMatrix`` (8 x 8 matrices, four a
+    load), not element by element."""
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -132,13 +135,16 @@ WARP = 32
 
 MMA_VARIANTS = (
     Variant((64, 32), (2, 4), 32, mma=True),
+    Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True),
     Variant((32, 32), (2, 2), 32, mma=True),
-    Variant((64, 64), (2, 2), 16, mma=True),
-    Variant((32, 64), (4, 2), 32, mma=True),
+    Variant((32, 32), (2, 2), 32, mma=True, ldmatrix=True),
+    Variant((64, 64), (2, 2), 16, mma=True, ldmatrix=True),
+    Variant((32, 64), (4, 2), 32, mma=True, ldmatrix=True),
 )
 """For a GPU with tensor cores, f16 and bf16 only (``fits``), default first: a 128 x 128
 tile of 8 warps, each 64 x 32 outputs (4 x 4 MMAs a step of 16 along k: 64 accumulators a
-work-item); a 64 x 64 tile of 4 warps for products of few tiles."""
+work-item); a 64 x 64 tile of 4 warps for products of few tiles; fragments by LdMatrix or
+element by element."""
 
 MMA_PAD = 8
 """Elements that pad each row of an MMA tile in local memory: a fragment's lanes then read
@@ -172,6 +178,8 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
     if variant.local_size > min(info.max_local_threads, info.max_local_work_dims[0]):
         return False
     if variant.packed and (variant.local_size > 1 or variant.depth):
+        return False
+    if variant.ldmatrix and not variant.mma:
         return False
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
@@ -546,6 +554,7 @@ class _Warp:
         self.across, self.down = v.block[1] // 8, v.block[0] // 16  # MMAs along a row, down
         lane, warp = lid % WARP, lid / WARP
         self.g, self.t = lane / 4, lane % 4
+        self.matrix, self.row = lane / 8, lane % 8  # whose row's address a lane gives LdMatrix
         self.row0 = warp / v.threads[1] * v.block[0]  # the block's origin in the tile
         self.col0 = warp % v.threads[1] * v.block[1]
         self.acc = kb.define(DType.F32, self.down * self.across * 4)
@@ -555,21 +564,46 @@ class _Warp:
     def step(self, a: _Copy, b: _Copy) -> None:
         """``acc += a @ b`` over the tiles' ``depth``, 16 along k an MMA; each 16 loads the
         fragments of a's rows and b's columns of this warp's block first."""
-        kb, g, t = self.kb, self.g, self.t
-        a_rows, b_cols = self.row0 + g, self.col0 + g
+        kb = self.kb
         for k0 in range(0, self.v.depth, 16):
             fa = kb.define(a.tile.dtype, self.down * 8)
             fb = kb.define(b.tile.dtype, self.across * 4)
-            for r in range(self.down):
-                for i in range(8):
-                    d = k0 + i % 2 + i // 4 * 8
-                    fa[r * 8 + i] = a.at(t * 2 + d, a_rows + (r * 16 + i // 2 % 2 * 8))
-            for c in range(self.across):
-                for i in range(4):
-                    fb[c * 4 + i] = b.at(t * 2 + (k0 + i % 2 + i // 2 * 8), b_cols + c * 8)
+            (self.matrices if self.v.ldmatrix else self.elements)(a, b, fa, fb, k0)
             for r in range(self.down):
                 for c in range(self.across):
                     kb.mma(self.acc, fa, fb, (r * self.across + c) * 4, r * 8, c * 4)
+
+    def elements(self, a: _Copy, b: _Copy, fa: Value, fb: Value, k0: int) -> None:
+        """The fragments at ``k0`` along k, element by element, as ``Mma`` lays them out."""
+        g, t = self.g, self.t
+        a_rows, b_cols = self.row0 + g, self.col0 + g
+        for r in range(self.down):
+            for i in range(8):
+                d = k0 + i % 2 + i // 4 * 8
+                fa[r * 8 + i] = a.at(t * 2 + d, a_rows + (r * 16 + i // 2 % 2 * 8))
+        for c in range(self.across):
+            for i in range(4):
+                fb[c * 4 + i] = b.at(t * 2 + (k0 + i % 2 + i // 2 * 8), b_cols + c * 8)
+
+    def matrices(self, a: _Copy, b: _Copy, fa: Value, fb: Value, k0: int) -> None:
+        """The fragments at ``k0`` along k by ``LdMatrix``, four 8 x 8 matrices at a time:
+        an A fragment's (rows, then k: 0-7 x 0-7, 8-15 x 0-7, 0-7 x 8-15, 8-15 x 8-15) and two
+        B fragments' (k, then columns: 0-7 x 0-7, 8-15 x 0-7, then 8-15 columns), transposed
+        where the tile holds k outer."""
+        kb, j = self.kb, self.matrix
+        for r in range(self.down):
+            rows, depths = self.row0 + (r * 16) + j % 2 * 8, j / 2 * 8 + k0
+            kb.ldmatrix(fa, a.tile, self.start(a, depths, rows), 4, not a.k_inner, r * 8)
+        for c in range(0, self.across, 2):
+            count = 4 if c + 1 < self.across else 2
+            cols, depths = self.col0 + (c * 8) + j / 2 * 8, j % 2 * 8 + k0
+            kb.ldmatrix(fb, b.tile, self.start(b, depths, cols), count, not b.k_inner, c * 4)
+
+    def start(self, tile: _Copy, d: Value, e: Value) -> Value:
+        """Where this lane's row of its matrix starts in ``tile``: the matrix's origin at
+        ``d`` along k and ``e`` along the rows (columns), moved by the lane's row along the
+        tile's contiguous dim's other."""
+        return tile.offset(d, e + self.row) if tile.k_inner else tile.offset(d + self.row, e)
 
     def outputs(self) -> list[tuple[Value, Value, Value]]:
         """(row, column) in the tile and value of each of this work-item's outputs."""

@@ -38,6 +38,7 @@ from zyx.ir.ops import (
     EndLoop,
     If,
     Kernel,
+    LdMatrix,
     Load,
     Loop,
     Mma,
@@ -257,6 +258,12 @@ class KernelBuilder:
     ) -> None:
         """``C += A @ B`` by each warp, on register fragments from these offsets (``Mma``)."""
         self._emit(Mma(self._own(c), self._own(a), self._own(b), c_at, a_at, b_at))
+
+    def ldmatrix(
+        self, dst: Value, src: Value, index: Value, count: int = 4, trans: bool = False, at: int = 0
+    ) -> None:
+        """A warp's ``count`` 8 x 8 matrices from local memory into fragments (``LdMatrix``)."""
+        self._emit(LdMatrix(self._own(dst), self._own(src), self._own(index), count, trans, at))
 
     @contextmanager
     def loop(self, size: Operand) -> Iterator[Value]:

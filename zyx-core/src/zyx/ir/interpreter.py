@@ -45,6 +45,7 @@ from zyx.ir.ops import (
     EndLoop,
     If,
     Kernel,
+    LdMatrix,
     Load,
     Loop,
     Mma,
@@ -307,7 +308,35 @@ class _Chunk:
         if isinstance(op, Mma):
             self.mma(ref, op, mask)
             return None
+        if isinstance(op, LdMatrix):
+            self.ldmatrix(ref, op, mask)
+            return None
         raise TypeError(f"cannot interpret {op}")
+
+    def ldmatrix(self, ref: Ref, op: LdMatrix, mask: Mask) -> None:
+        """Each warp's ``count`` matrices (``LdMatrix``), their rows from where its first
+        ``8 * count`` lanes' indices say, spread over its lanes' registers."""
+        if mask is not None and not mask.all():
+            raise self.program.fail(ref, "an LdMatrix where some work-items of a warp do not run")
+        warps, rows = self.n // 32, 8 * op.count
+        memory = self.values[op.src]
+        starts = np.broadcast_to(self.values[op.index], (self.n,)).reshape(warps, 32)[:, :rows]
+        if (starts % 8).any():
+            raise self.program.fail(ref, "a row of an LdMatrix starts at no multiple of 8")
+        length = memory.shape[-1]
+        if starts.min() < 0 or starts.max() + 8 > length:
+            bad = starts[(starts < 0) | (starts + 8 > length)][0]
+            raise self.program.fail(ref, f"a row at {bad} is out of bounds for {length} elements")
+        group = self.group_row.reshape(warps, 32)[:, :1, None]
+        elements = memory[group, starts[:, :, None] + np.arange(8)]  # [warp, row, column]
+        matrices = elements.reshape(warps, op.count, 8, 8)
+        if op.trans:
+            matrices = matrices.swapaxes(2, 3)
+        lane = np.arange(32)
+        pairs = matrices[:, :, lane[:, None] // 4, lane[:, None] % 4 * 2 + np.arange(2)]
+        dst = self.values[op.dst]
+        held = pairs.transpose(0, 2, 1, 3).reshape(self.n, 2 * op.count)
+        dst[:, op.dst_at : op.dst_at + 2 * op.count] = held
 
     def mma(self, ref: Ref, op: Mma, mask: Mask) -> None:
         """Each warp's ``C += A @ B`` (``Mma``), its matrices gathered from and scattered to

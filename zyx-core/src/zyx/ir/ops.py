@@ -306,9 +306,30 @@ class Mma:
     b_at: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class LdMatrix:
+    """A warp's load of ``count`` (1, 2 or 4) matrices of 8 x 8 f16 or bf16 elements from a
+    local-memory ``Define`` into its lanes' register ``Define`` ``dst`` from the constant
+    offset ``dst_at``, as PTX's ``ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16``:
+    lane ``l < 8 * count``'s ``index`` is where row ``l % 8`` of matrix ``l / 8`` starts in
+    ``src``, its 8 elements consecutive (a multiple of 8: rows of 16 aligned bytes; else
+    undefined); then every lane holds, at ``dst_at + 2 * j`` and the next, the elements of
+    matrix ``j``'s row ``l / 4`` at columns ``2 * (l % 4)`` and the next, or with ``trans``
+    those of its column ``l / 4`` at rows ``2 * (l % 4)`` and the next: pieces of ``Mma``'s
+    A and B fragments. Every lane of the warp must reach it together, as an ``Mma``.
+    """
+
+    dst: Ref
+    src: Ref
+    index: Ref
+    count: int = 4
+    trans: bool = False
+    dst_at: int = 0
+
+
 Op: TypeAlias = (
     Param | Range | Const | Define | Load | Store | Cast | Unary | Binary | Where
-    | Loop | EndLoop | If | EndIf | Barrier | Mma
+    | Loop | EndLoop | If | EndIf | Barrier | Mma | LdMatrix
 )  # fmt: skip
 
 

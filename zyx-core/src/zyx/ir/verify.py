@@ -18,6 +18,7 @@ from zyx.ir.ops import (
     EndLoop,
     If,
     Kernel,
+    LdMatrix,
     Load,
     Loop,
     Mma,
@@ -95,20 +96,20 @@ def _check_mma(kernel: Kernel, info: DeviceInfo) -> None:
     """An ``Mma`` needs warps of 32 lanes and tensor cores that take its dtype (on NVIDIA
     from compute capability 8.0: sm_70 and sm_75 have tensor cores of other shapes)."""
     for op in kernel.ops:
-        if not isinstance(op, Mma):
+        if not isinstance(op, (Mma, LdMatrix)):
             continue
-        dtype = kernel.dtype_of(op.a)
+        dtype = kernel.dtype_of(op.a if isinstance(op, Mma) else op.dst)
         if info.warp_size != 32 or not info.tensor_cores:
             raise IRError(
-                f"kernel {kernel.name!r}: its Mma needs warps of 32 and tensor cores; "
-                f"{info.name} has warps of {info.warp_size}"
+                f"kernel {kernel.name!r}: its {type(op).__name__} needs warps of 32 and tensor "
+                f"cores; {info.name} has warps of {info.warp_size}"
                 f"{'' if info.tensor_cores else ' and no tensor cores'}"
             )
         if not info.supports(dtype, DTypeCapability.TENSOR_CORE):
             raise IRError(f"kernel {kernel.name!r}: {info.name} has no tensor cores for {dtype}")
         if info.compute_capability is not None and info.compute_capability < MMA_CAPABILITY:
             raise IRError(
-                f"kernel {kernel.name!r}: its Mma (m16n8k16) needs compute capability 8.0, "
+                f"kernel {kernel.name!r}: its {type(op).__name__} needs compute capability 8.0, "
                 f"{info.name} has {'.'.join(map(str, info.compute_capability))}"
             )
 
@@ -218,6 +219,8 @@ class _Verifier:
                 raise self.fail("barrier inside an If: not every work-item may reach it")
         elif isinstance(op, Mma):
             self.check_mma(op)
+        elif isinstance(op, LdMatrix):
+            self.check_ldmatrix(op)
 
     def close(self, kind: type) -> None:
         if not self.scopes or not isinstance(self.ops[self.scopes[-1][0]], kind):
@@ -279,15 +282,19 @@ class _Verifier:
         if op.op.is_float_only and not a.is_float:
             raise self.fail(f"{op.op.value} needs float operands, got {a}")
 
-    def check_mma(self, op: Mma) -> None:
+    def check_warp(self, what: str) -> None:
+        """An op of a whole warp: reached by every lane, in a kernel of whole warps."""
         if any(isinstance(self.ops[opener], If) for opener, _ in self.scopes):
-            raise self.fail("Mma inside an If: every lane of a warp must reach it")
+            raise self.fail(f"{what} inside an If: every lane of a warp must reach it")
         try:
             local = self.kernel.local_size
         except ValueError as error:  # a symbolic local range, refused where it is
             raise self.fail(str(error)) from error
         if local[0] * local[1] * local[2] % 32:
-            raise self.fail(f"Mma in a kernel of local size {local}: not whole warps of 32")
+            raise self.fail(f"{what} in a kernel of local size {local}: not whole warps of 32")
+
+    def check_mma(self, op: Mma) -> None:
+        self.check_warp("Mma")
         a = self.fragment(op.a, op.a_at, "a")
         b = self.fragment(op.b, op.b_at, "b")
         c = self.fragment(op.c, op.c_at, "c")
@@ -296,13 +303,27 @@ class _Verifier:
         if c is not DType.F32:
             raise self.fail(f"Mma accumulates in f32, got a {c} fragment")
 
-    def fragment(self, ref: Ref, at: int, name: str) -> DType:
-        """The dtype of the register ``Define`` ``ref`` holding fragment ``name`` from ``at``."""
+    def check_ldmatrix(self, op: LdMatrix) -> None:
+        self.check_warp("LdMatrix")
+        if op.count not in (1, 2, 4) or not isinstance(op.trans, bool):
+            raise self.fail(f"LdMatrix of {op.count!r} matrices: 1, 2 or 4 are loaded")
+        dtype = self.fragment(op.dst, op.dst_at, "dst", 2 * op.count)
+        if dtype not in (DType.F16, DType.BF16):
+            raise self.fail(f"LdMatrix loads f16 or bf16, got {dtype}")
+        source = self.use(op.src, dtype=dtype, what="source")
+        src = self.ops[op.src]
+        if not isinstance(src, Define) or src.storage is not Storage.LOCAL:
+            raise self.fail(f"LdMatrix's source %{op.src} ({source}) is not a local Define")
+        self.use(op.index, dtype=INDEX, what="index")
+
+    def fragment(self, ref: Ref, at: int, name: str, size: int = 0) -> DType:
+        """The dtype of the register ``Define`` ``ref`` holding fragment ``name`` from ``at``
+        (``size`` elements, by default an ``Mma`` operand's)."""
         dtype = self.use(ref, what=f"fragment {name}")
         op = self.ops[ref]
         if not isinstance(op, Define) or op.storage is not Storage.REGISTER:
             raise self.fail(f"fragment {name} %{ref} is not a register Define")
-        size = MMA_FRAGMENT[name]
+        size = size or MMA_FRAGMENT[name]
         if not _is_int(at) or not 0 <= at <= op.length - size:
             raise self.fail(
                 f"fragment {name} at {at!r}: {size} elements from it do not fit in %{ref}'s "
@@ -325,4 +346,4 @@ def _is_int(value: object) -> bool:
 
 
 def _produces_value(op: Op) -> bool:
-    return not isinstance(op, (Store, EndLoop, If, EndIf, Barrier, Mma))
+    return not isinstance(op, (Store, EndLoop, If, EndIf, Barrier, Mma, LdMatrix))

@@ -800,3 +800,24 @@ def warp_mma(dtype: DType, warps: int = 2) -> Kernel:
     for i in range(4):
         c[c_at[i]] = fc[i]
     return kb.build()
+
+
+def warp_ldmatrix(dtype: DType, count: int = 4, trans: bool = False) -> Kernel:
+    """One warp's ``LdMatrix`` of ``count`` 8 x 8 matrices: params ``(x, out)``, ``x`` the
+    matrices row-major one after the other (``64 * count`` elements of ``dtype``, f16 or
+    bf16), copied into local memory with rows 16 elements apart; ``out[l * 2 * count + i]``
+    is element ``i`` that lane ``l`` holds after it (``zyx.ir.LdMatrix``)."""
+    kb = KernelBuilder(f"warp_ldmatrix_{dtype}_x{count}{'_trans' if trans else ''}")
+    x = kb.param(dtype, name="x")
+    out = kb.param(dtype, ParamKind.GLOBAL_MUT, name="out")
+    lane = kb.local(0, 32)
+    tile = kb.define(dtype, 128 * count, Storage.LOCAL)
+    for q in range(2 * count):  # 32 lanes copy 64 * count elements
+        element = lane + q * 32
+        tile[element / 8 * 16 + element % 8] = x[element]
+    kb.barrier()
+    held = kb.define(dtype, 2 * count)
+    kb.ldmatrix(held, tile, lane % (8 * count) * 16, count, trans)
+    for i in range(2 * count):
+        out[lane * (2 * count) + i] = held[i]
+    return kb.build()
