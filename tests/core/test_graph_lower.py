@@ -13,12 +13,14 @@ from array_support import ARITHMETIC, NUMERIC, checked_host, data, on, reference
 import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType
-from zyx.graph.cpu import LANES, MAP_CHUNK, STRIP, CpuLowerer
+from zyx.graph.cpu import LANES, ROW_KEPT, STRIP, CpuLowerer
 from zyx.graph.lower import RESIDENT, UNROLL, KernelSpec, Lowerer
 from zyx.graph.nodes import Node
 from zyx.graph.schedule import CPU_SPREAD, Graph, schedule
-from zyx.host.codegen import PARALLEL_ITEMS, HostDialect
-from zyx.ir.ops import INDEX, Const, If, Kernel, Load, Loop, Param
+from zyx.host.codegen import PARALLEL_LOADS, HostDialect
+from zyx.host.device import HostDevice
+from zyx.host.pool import HostPool
+from zyx.ir.ops import INDEX, Const, If, Kernel, Load, Loop, Param, Unary, UOp
 from zyx.testing.numerics import Array, assert_close
 
 
@@ -220,7 +222,7 @@ def test_a_row_sum_of_a_buffer_takes_a_work_group_per_row() -> None:
     directly had no say, and a work-item walked each row alone); ``axis=0`` the other way."""
     x = zyx.asarray(np.ones((4096, 512), np.float32), device="host")
     (rows,) = schedule(Graph([zyx.sum(x, axis=1).node])).steps
-    columns = schedule(Graph([zyx.sum(x[:300], axis=0).node])).steps[0]  # a CPU splits it
+    (columns,) = schedule(Graph([zyx.sum(x[:300], axis=0).node])).steps
     assert isinstance(rows, KernelSpec) and rows.group
     assert isinstance(columns, KernelSpec) and not columns.group
 
@@ -233,11 +235,17 @@ CPU_SHAPES = [
     ((7, STRIP + 3), 0),  # a strip of columns, and one of 3
     ((LANES + 1, 2 * STRIP), 0),
     ((3, 5, 300), 1),  # kept dims on both sides of the reduced one
+    ((3, 7, 1), 1),  # the last kept dim of one element: the strips along the one before
     ((4, 3, 70), (0, 2)),  # reduced dims on both sides of the kept one
-    ((1001, 40), 0),  # few columns, many rows: chunks of rows, the last one shorter
-    ((40001,), 0),  # one row: chunks, the last one shorter
+    ((4001, 40), 0),  # few columns, many rows: chunks of rows, the last one shorter
+    ((2, 1001, 300), 1),  # strips and chunks of each of the outer kept dim's rows
+    ((140001,), 0),  # one row: chunks, the last one shorter
 ]
 """Each layout at the edges of its lanes, strips and chunks."""
+
+INTERPRETED = 20000
+"""Elements up to which ``test_host_layouts_match_numpy`` also runs on the interpreter (the
+compiled host checks every access in its bounds-checked mode, faster)."""
 
 
 def test_host_kernels_are_branch_free_loops_of_one_work_item() -> None:
@@ -286,13 +294,14 @@ def test_a_host_reduction_with_few_groups_is_split_for_its_cores() -> None:
 def test_host_layouts_match_numpy(shape: tuple[int, ...], axis: Any) -> None:
     """Sums, max with NaNs, argmin with ties, and a softmax and ``x - mean(x)`` (passes
     that read earlier passes' results, an output of the full shape) in each layout, on the
-    compiled host and on the interpreted one, into poisoned outputs."""
+    compiled host, bounds-checked, and on the interpreted one, into poisoned outputs."""
     rng = np.random.default_rng(11)
     values = rng.integers(-3, 4, shape).astype(np.float32)  # ties everywhere
     holes = values.copy()
     holes.flat[rng.integers(0, holes.size, 5)] = np.nan
     ref, one = reference(values), axis if isinstance(axis, int) else None
-    for device in (zyx.device("host"), checked_host()):
+    devices = [zyx.device("host"), HostDevice(HostPool(), bounds_checked=True)]
+    for device in devices + ([checked_host()] if values.size <= INTERPRETED else []):
         x, nan = on(device, values), on(device, holes)
         what = f"{shape} over {axis} on {device.name}"
         _check(device, zyx.sum(x, axis=axis), np.asarray(ref.sum(axis=axis)), DType.F32,
@@ -311,14 +320,24 @@ def test_host_layouts_match_numpy(shape: tuple[int, ...], axis: Any) -> None:
 
 
 def test_a_host_kernel_counts_its_loops_as_work() -> None:
-    """A group of one work-item is worth the trips of its loops (``PARALLEL_ITEMS``): a
-    map's chunk (a constant bound on the trips), a row's length (a Variable, known at the
-    launch). Counted once, 64 rows of 4096 would run on one thread."""
-    x = zyx.asarray(np.ones((64, 4096), np.float32), device="host")
+    """A group of one work-item is worth the loads of its loops (``PARALLEL_LOADS``), whose
+    trips are known at the launch (the Variables of a row's length, a map's last chunk):
+    counted once, a large map or reduction would run on one thread, and a small one counted
+    as large would pay for waking threads (a 64 x 48 x 80 matmul)."""
     dialect = HostDialect()
-    (elementwise,) = _host_kernels(x * 2.0)
-    assert dialect.loop_work(elementwise) == MAP_CHUNK
-    (rows,) = _host_kernels(zyx.sum(x, axis=1))
-    work = dialect.loop_work(rows)
-    assert isinstance(work, str) and "p" in work  # of the kernel's Variables
-    assert f"if(G0 * (double)1 * ({work}) >= {PARALLEL_ITEMS})" in dialect.render(rows).code
+    x = zyx.asarray(np.ones((64, 4096), np.float32), device="host")
+    for out in (x * 2.0, zyx.sum(x, axis=1), zyx.sum(x * x, axis=0)):
+        for kernel in _host_kernels(out):
+            work = dialect.loop_work(kernel)
+            assert isinstance(work, str) and "p" in work  # of the kernel's Variables
+            code = dialect.render(kernel).code
+            assert f"if(G0 * (double)1 * ({work}) >= {PARALLEL_LOADS})" in code
+
+
+@pytest.mark.parametrize(("cols", "exps"), [(ROW_KEPT, 2), (ROW_KEPT + 1, 3)])
+def test_a_host_softmax_computes_each_exp_once(cols: int, exps: int) -> None:
+    """A row of up to ``ROW_KEPT`` keeps the sum's exp values for the output (in the sum's
+    loop and its tail, not again in the output's loop); a longer row computes them again."""
+    x = zyx.asarray(np.ones((3, cols), np.float32), device="host")
+    (kernel,) = _host_kernels(_softmax(x, 1))
+    assert sum(isinstance(op, Unary) and op.op is UOp.EXP for op in kernel.ops) == exps

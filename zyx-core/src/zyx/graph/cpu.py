@@ -7,17 +7,20 @@ between barriers: code the C compiler cannot vectorize. Here a group is one work
 and its work is loops over consecutive addresses without a branch inside, which the
 compiler vectorizes:
 
-- map: a group computes ``MAP_CHUNK`` consecutive elements (the last group fewer);
+- map: a group computes ``MAP_CHUNK`` consecutive elements (the last group fewer), of
+  the flat output, or of a row of it where the elements need their per-dim indices (a
+  broadcast, a permute: the row's are the group's, the last dim's its loop counter);
 - row reduce (the rows' reduced elements are the contiguous ones, ``KernelSpec.group``):
   a group per row (or chunk of a row). Each pass keeps ``LANES`` accumulators; each trip
   of its loop adds the next ``LANES`` elements, one to each (a float sum is not
   reassociated without fast math: one accumulator would be a chain of dependent adds),
   a tail loop the last ``size % LANES``, then the lanes combine in a tree;
 - column reduce (the kept elements are the contiguous ones): a group per strip of
-  ``STRIP`` rows (consecutive output elements), an accumulator each. The group walks the
-  reduced elements in order; each trip adds one element to every row of the strip, the
-  inner loop over consecutive addresses (``sum(x, axis=0)``: a strip of columns, row by
-  row).
+  ``STRIP`` rows along the last kept dim (consecutive output elements; the other kept
+  dims are the group's), an accumulator each. The group walks the reduced elements in
+  order; each trip adds one element to every row of the strip, the inner loop over
+  consecutive addresses (``sum(x, axis=0)``: a strip of columns, row by row; the generic
+  matmul ``sum(a[:, :, None] * b[None], axis=1)``: a strip of b's row per step of k).
 
 Passes, partials and outputs are as in ``zyx.graph.lower``: later passes and the output
 read earlier passes' results, an output of the full shape is written in a last loop,
@@ -45,7 +48,7 @@ from zyx.graph.lower import (
     _identity_value,
     accumulator,
 )
-from zyx.graph.nodes import ReduceOp
+from zyx.graph.nodes import Op, ReduceOp
 from zyx.ir.builder import KernelBuilder, Value, ceil_div
 from zyx.ir.ops import INDEX, BOp, ParamKind
 
@@ -59,6 +62,11 @@ that a core gets many groups (the last cores' share evens out)."""
 LANES = 32
 """Accumulators of a row reduce's pass: two AVX-512 or four AVX2 vectors of f32, added in
 parallel (an add's latency is 4 cycles: fewer would wait on it)."""
+
+ROW_KEPT = 4096
+"""Elements of a row up to which a row reduce keeps its last pass's source for an output
+of the full shape (16 KiB of f32 on the thread's stack, in L1): a softmax's exp, computed
+once, not again for the output."""
 
 STRIP = 256
 """Rows of a column reduce's group: 1 KiB of f32 per reduced element, read at once (a
@@ -76,21 +84,64 @@ class CpuLowerer(Lowerer):
     """A ``Lowerer`` whose map and reduce kernels have the CPU layouts above."""
 
     def _map(self) -> Lowered:
+        shape = self.spec.output.shape
+        if len(shape) > 1 and prod(shape[:-1]) > 1 and self._by_dims():
+            return self._map_rows()
+        return self._map_flat()
+
+    def _by_dims(self) -> bool:
+        """Whether the output's value needs its per-dim indices (a broadcast, a permute, a
+        slice), not only its flat one: derived from a flat index, they cost a division per
+        dim and element."""
+        probe = Lowerer(self.spec, self.is_input, self.local)
+        x = probe.x
+        index = Index(x, probe.sizes(self.spec.output.shape), flat=x.special("gid", 0))
+        probe.value(self.spec.output, index)
+        return index.has_dims
+
+    def _map_flat(self) -> Lowered:
+        """``MAP_CHUNK`` consecutive elements per group."""
         x, out = self.x, self.spec.output
         n = self.count(out.size)
-        gid = x.special("gid", 0)
         j = x.special("loop", 0, depth=1)
-        start = x.mul(gid, x.const(MAP_CHUNK))
+        start = x.mul(x.special("gid", 0), x.const(MAP_CHUNK))
         i = x.add(start, j)
         value = self.value(out, Index(x, self.sizes(out.shape), flat=i))
         trips = x.binary(BOp.MIN, x.const(MAP_CHUNK), x.binary(BOp.SUB, n, start))
-        slot = self.slot(out, ParamKind.GLOBAL_MUT)
+        return self._write((n, MAP_CHUNK), j, trips, i, value, -(-out.size // MAP_CHUNK))
+
+    def _map_rows(self) -> Lowered:
+        """``MAP_CHUNK`` consecutive elements of a row (along the last dim) per group, the
+        row's other dims computed once per group."""
+        x, out = self.x, self.spec.output
+        sizes = self.sizes(out.shape)
+        per_row_n = -(-out.shape[-1] // MAP_CHUNK)
+        groups_n = prod(out.shape[:-1]) * per_row_n
+        groups = self.count(groups_n)
+        per_row, gid = self.count(per_row_n), x.special("gid", 0)  # a Variable even if 1
+        row, chunk = x.div(gid, per_row), x.mod(gid, per_row)
+        j = x.special("loop", 0, depth=1)
+        start = x.mul(chunk, x.const(MAP_CHUNK))
+        k = x.add(start, j)
+        dims = [*Index(x, sizes[:-1], flat=row).dims, k]
+        i = x.add(x.mul(row, sizes[-1]), k)
+        value = self.value(out, Index(x, sizes, dims=dims, flat=i))
+        trips = x.binary(BOp.MIN, x.const(MAP_CHUNK), x.binary(BOp.SUB, sizes[-1], start))
+        return self._write((groups, 1), j, trips, i, value, groups_n)
+
+    def _write(
+        self, groups: tuple[Expr, int], j: Expr, trips: Expr, i: Expr, value: Expr, groups_n: int
+    ) -> Lowered:
+        """The map kernel: ``groups[0] / groups[1]`` groups (rounded up), each a loop of
+        ``trips`` over ``j`` storing ``value`` at ``i``."""
+        slot = self.slot(self.spec.output, ParamKind.GLOBAL_MUT)
         emit, kb = self._begin("e")
-        emit.bind(gid, kb.group(0, ceil_div(self._syms[n.arg], MAP_CHUNK)))
+        count, div = groups
+        emit.bind(self.x.special("gid", 0), kb.group(0, ceil_div(self._syms[count.arg], div)))
         kb.local(0, 1)
         with _loop(kb, emit, j, trips, [value, i]):
             kb.store(self._buffers[slot], emit.value(i), emit.value(value))
-        return Lowered(kb.build(), self.args + self.sym_args, -(-out.size // MAP_CHUNK))
+        return Lowered(kb.build(), self.args + self.sym_args, groups_n)
 
     def _reduce(self) -> Lowered:
         return _Rows(self).lower() if self.spec.group else _Columns(self).lower()
@@ -231,15 +282,20 @@ class _Template:
         return _Lanes(kb, node.arg.op, accumulator(node.arg.op, self.spec.source(node).dtype),
                       length)  # fmt: skip
 
-    def epilogue(self, row: Expr) -> Expr:
-        """The output element of row ``row`` (one element per row): a partial as it
-        accumulated, or what the output computes from the results."""
+    def epilogue(self, row: Expr, dims: tuple[Expr, ...] | None = None) -> Expr:
+        """The output element of row ``row`` (one element per row), whose kept dims are
+        ``dims`` where known: a partial as it accumulated, or what the output computes
+        from the results."""
         x, out = self.x, self.spec.output
         if self.chunked:
             return self.raw[0]
         out_sizes = iter(self.sizes[d] for d in self.kept if self.full[d] != 1)
-        at = Index(x, [next(out_sizes) if n != 1 else x.const(1) for n in out.shape], flat=row)
-        return self.low.value(out, at)
+        sizes = [next(out_sizes) if n != 1 else x.const(1) for n in out.shape]
+        if dims is None:
+            return self.low.value(out, Index(x, sizes, flat=row))
+        known = iter(e for e, d in zip(dims, self.kept) if self.full[d] != 1)
+        out_dims = [next(known) if n != 1 else x.const(0) for n in out.shape]
+        return self.low.value(out, Index(x, sizes, dims=out_dims, flat=row))
 
 
 @dataclass
@@ -253,6 +309,10 @@ class _Trips:
     value: Expr
     lane: Expr | None
     """A loop over the lanes inside (its counter), or ``None``: the counter is the lane."""
+    offset: Expr | None = None
+    """The element's offset in the row's chunk."""
+    source: Expr | None = None
+    """The pass's source there (``value`` before its cast to the accumulator's dtype)."""
 
 
 class _Rows(_Template):
@@ -279,15 +339,18 @@ class _Rows(_Template):
         slot = low.slot(spec.output, ParamKind.GLOBAL_MUT)
         store: tuple[Expr, Expr] | None = None  # the output element of the row
         final: _Trips | None = None  # or of each of its elements
+        kept: Expr | None = None  # the output's read of the last pass's source, if kept
         if self.row_output:
             store = (row, self.epilogue(row))
         else:
             o = x.special("loop", 3 * len(spec.passes), depth=1)
             index = self.at(line, x.add(start, o))
-            final = _Trips(o, length, index.flat, low.value(spec.output, index), None)
+            final = _Trips(o, length, index.flat, low.value(spec.output, index), None, o)
+            kept = self.kept_source(index)
         emit, kb = low._begin("r")
         emit.bind(self.gid, kb.group(0, ceil_div(low._syms[lines.arg], 1)))
         kb.local(0, 1)
+        row_buf = kb.define(kept.dtype, ROW_KEPT) if kept is not None else None
         for p, loops in enumerate(passes):
             lanes = self.lanes(kb, p, LANES)
             for first in range(LANES):
@@ -295,16 +358,32 @@ class _Rows(_Template):
             for loop in loops:
                 with self.over(kb, emit, loop) as lane:
                     lanes.update(lane, emit.value(loop.value), emit.value(loop.r))
+                    if row_buf is not None and p == len(passes) - 1:
+                        assert loop.offset is not None and loop.source is not None
+                        row_buf[emit.value(loop.offset)] = emit.value(loop.source)
             lanes.fold(LANES)
             emit.bind(self.raw[p], lanes.result(0))
         buf = low._buffers[slot]
         if store is not None:
             kb.store(buf, emit.value(store[0]), emit.value(store[1]))
         else:
-            assert final is not None
+            assert final is not None and final.offset is not None
             with self.over(kb, emit, final):
+                if kept is not None and row_buf is not None:
+                    emit.bind(kept, row_buf[emit.value(final.offset)])
                 kb.store(buf, emit.value(final.r), emit.value(final.value))
         return Lowered(kb.build(), low.args + low.sym_args, lines_n)
+
+    def kept_source(self, index: Index) -> Expr | None:
+        """The last pass's source as the output reads it at ``index``, where the pass keeps
+        it for the output (a row of up to ``ROW_KEPT`` in a register array): a value the
+        kernel computes (a softmax's exp), not one it loads; ``None`` elsewhere."""
+        low, spec = self.low, self.spec
+        source = spec.source(spec.passes[-1])
+        computed = not low.is_input(source) and source.op not in (Op.VIEW, Op.RESHAPE)
+        if not computed or self.size_n > ROW_KEPT:
+            return None
+        return low.memo.get((id(source), id(index)))
 
     def trips(self, p: int, start: Expr, length: Expr, line: Expr) -> list[_Trips]:
         """Pass ``p``'s loops over the row's ``length`` elements from ``start``: whole trips
@@ -321,7 +400,10 @@ class _Rows(_Template):
             (t, x.binary(BOp.SUB, length, done), x.add(done, t), None),
         ):
             r = x.add(start, offset)
-            out.append(_Trips(counter, trips, r, self.element(p, self.at(line, r)), lane))
+            node = self.spec.passes[p]
+            source = self.low.value(self.spec.source(node), self.at(line, r))
+            value = x.cast(source, accumulator(node.arg.op, source.dtype))
+            out.append(_Trips(counter, trips, r, value, lane, offset, source))
         return out
 
     @contextmanager
@@ -337,24 +419,33 @@ class _Rows(_Template):
 
 
 class _Columns(_Template):
-    """The column layout: a group per strip of ``STRIP`` rows, an accumulator each."""
+    """The column layout: a group per strip of ``STRIP`` rows along the last kept dim (the
+    other kept dims the group's), an accumulator each."""
 
     def lower(self) -> Lowered:
-        x, low, spec = self.x, self.low, self.spec
-        rows = low.count(self.rows_n)
-        strips_n = -(-self.rows_n // STRIP)
+        x, low, spec, kept = self.x, self.low, self.spec, self.kept
+        # Strips along the last kept dim of more than one element; the others (``outer``)
+        # are the group's own.
+        wide = [d for d in kept if self.full[d] != 1]
+        inner_d = wide[-1] if wide else None
+        inner_n = self.full[inner_d] if inner_d is not None else 1
+        outer_n = self.rows_n // max(inner_n, 1)
+        inner = self.sizes[inner_d] if inner_d is not None else x.const(1)
+        strips_n = -(-inner_n // STRIP)
         chunks_n = spec.chunks if self.chunked else 1
-        groups = low.count(strips_n * chunks_n)
-        strip, chunk = self.gid, x.const(0)
-        if self.chunked:  # a group per strip and chunk, the strips of a chunk in turn
-            strips = low.sym(strips_n)
-            strip, chunk = x.mod(self.gid, strips), x.div(self.gid, strips)
+        groups = low.count(outer_n * strips_n * chunks_n)
+        strips, outers = low.count(strips_n), low.count(outer_n)  # Variables even if 1
+        strip, rest = x.mod(self.gid, strips), x.div(self.gid, strips)
+        outer, chunk = x.mod(rest, outers), x.div(rest, outers)
         first = x.mul(strip, x.const(STRIP))
-        width = x.binary(BOp.MIN, x.const(STRIP), x.binary(BOp.SUB, rows, first))
+        width = x.binary(BOp.MIN, x.const(STRIP), x.binary(BOp.SUB, inner, first))
         u = x.special("loop", 0, depth=2)
         r = x.special("loop", 1, depth=1)
-        line = x.add(first, u)
-        low.row_dims = Index(x, [self.sizes[d] for d in self.kept], flat=line).dims
+        column = x.add(first, u)  # along the last kept dim
+        line = x.add(x.mul(outer, inner), column)
+        others = [d for d in kept if d != inner_d]
+        outer_dims = dict(zip(others, Index(x, [self.sizes[d] for d in others], flat=outer).dims))
+        low.row_dims = tuple(column if d == inner_d else outer_dims[d] for d in kept)
         start, length = x.const(0), self.size
         if self.chunked:
             reach = low.count(-(-self.size_n // spec.chunks))
@@ -371,7 +462,7 @@ class _Columns(_Template):
             count = low.sym(spec.chunks)
             store = (Index(x, self.part_sizes(count), dims=self.part_dims(chunk)).flat, self.raw[0])
         elif self.row_output:
-            store = (line, self.epilogue(line))
+            store = (line, self.epilogue(line, low.row_dims))
         else:
             final = low.value(spec.output, at)
         emit, kb = low._begin("r")
@@ -393,7 +484,7 @@ class _Columns(_Template):
             with _loop(kb, emit, r, length, [final, at.flat, width]):
                 with self.strip(kb, emit, u, width, accs, [final, at.flat]):
                     kb.store(buf, emit.value(at.flat), emit.value(final))
-        return Lowered(kb.build(), low.args + low.sym_args, strips_n * chunks_n)
+        return Lowered(kb.build(), low.args + low.sym_args, outer_n * strips_n * chunks_n)
 
     @contextmanager
     def strip(

@@ -47,8 +47,9 @@ CPU_SPREAD = 64
 """Work-groups that keep a CPU's cores busy (``zyx.graph.cpu``'s layouts: a group is one
 work-item on one core), with some to spare, so that the cores' shares even out."""
 
-CPU_CHUNK = 1 << 14
-"""Elements a CPU's group reduces in a chunk at least (64 KiB of f32)."""
+CPU_CHUNK = 1 << 16
+"""Elements a CPU's group reduces in a chunk at least (256 KiB of f32): a reduction of
+fewer than two such runs in one kernel, shorter than the second launch would be."""
 
 _CHEAP_UNARY = frozenset({UOp.NEG, UOp.ABS, UOp.BITNOT, UOp.FLOOR, UOp.TRUNC, UOp.CEIL, UOp.RINT})
 
@@ -314,10 +315,19 @@ def _chunks(spec: KernelSpec, rows: int, size: int) -> int:
     """The chunks each of ``rows`` rows of ``size`` reduced elements is split into: as
     many as fill the device, each long enough to amortize its loop (rule 5)."""
     if cpu_layout(spec.output.device):  # a group per row, or per strip of rows
-        groups, width = (rows, 1) if spec.group else (-(-rows // STRIP), min(rows, STRIP))
+        groups, width = (rows, 1) if spec.group else _strips(spec, rows)
         return min(-(-CPU_SPREAD // max(groups, 1)), size * width // CPU_CHUNK)
     width = MAP_LOCAL if spec.group else 1  # work-items per row, at least
     return min(-(-SPREAD // max(rows * width, 1)), size // (CHUNK * width))
+
+
+def _strips(spec: KernelSpec, rows: int) -> tuple[int, int]:
+    """A CPU's column layout of ``rows`` rows: its groups (strips of ``STRIP`` along the
+    last kept dim of more than one element, ``zyx.graph.cpu``) and the rows of a strip."""
+    full, axes = spec.reduction  # type: ignore[misc]
+    kept = [n for d, n in enumerate(full) if d not in axes and n != 1]
+    inner = kept[-1] if kept else 1
+    return rows // max(inner, 1) * -(-inner // STRIP), min(inner, STRIP)
 
 
 def _group(graph: Graph, spec: KernelSpec, boundaries: set[int]) -> bool:
