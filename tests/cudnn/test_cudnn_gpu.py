@@ -1,11 +1,13 @@
 """cuDNN on the GPU: each claim's plan run on its own (the output poisoned first) and
 compared with numpy in float64 under the dtype's bound (f32 1e-5, TF32 1e-3, f16 and bf16
 1e-2), for 2-D, batched, broadcast and transposed matmuls and each epilogue; then through
-zyx's runtime, where the claim races the generated kernels. Skipped, with the reason,
-without a GPU or without cuDNN."""
+zyx's runtime, where the claim races the generated kernels, and the fastest plan kept in the
+tuning cache for the next process. Skipped, with the reason, without a GPU or without
+cuDNN."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -27,6 +29,7 @@ from zyx.testing.numerics import BOUNDS, assert_close, poisoned
 from zyx_cudnn.graphs import Unsupported
 from zyx_cudnn.match import Candidate, candidates
 from zyx_cudnn.plans import plan_for
+from zyx_cudnn.tuning import Choice
 
 pytestmark = [pytest.mark.cudnn, pytest.mark.gpu]
 
@@ -49,10 +52,11 @@ def run(
     device: Any, result: zyx.Tensor, tf32: bool = False, tune: bool = False
 ) -> tuple[Candidate, Any]:
     """The longest claim of ``result``'s matmul, run alone on its plan (the first that
-    builds; ``tune``: the fastest of all): the output read back as float64."""
+    builds; ``tune``: the fastest of all, timed here: the tuning cache on disk is not read):
+    the output read back as float64."""
     (options,) = candidates(Graph([result.node]), device, tf32)
     option = options[0]
-    plan = plan_for(option.spec, device, tune)  # raises Unsupported with cuDNN's message
+    plan = plan_for(option.spec, device, tune, disk=False)  # raises Unsupported, cuDNN's message
     assert plan_for(option.spec, device, tune) is plan  # built once
     pool = device.pool
     out = pool.allocate(math.prod(option.output.shape) * option.output.dtype.itemsize)
@@ -251,3 +255,78 @@ def test_cuda_works_while_cudnn_is_quarantined(cuda: Any, tmp_path: Path) -> Non
     state, error = first.split()
     assert state == "quarantined" and float(error) < 1e-4
     assert reason == f"{old} is cuDNN 8907; zyx-cudnn needs 9.0 or newer"
+
+
+TUNED = """
+import json, logging, sys, numpy as np, zyx
+from zyx import tuning
+from zyx.dtypes import DType
+from zyx.testing.numerics import assert_close
+from zyx_cudnn.tuning import VARIANTS
+records = []
+handler = logging.Handler()
+handler.emit = lambda record: records.append(record.getMessage())
+logging.getLogger("zyx.tune.cudnn").addHandler(handler)
+logging.getLogger("zyx.tune.cudnn").setLevel(logging.DEBUG)
+rng = np.random.default_rng(11)
+a, b, c = rng.standard_normal((768, 320)), rng.standard_normal((320, 448)), rng.standard_normal(448)
+x, y, bias = (zyx.asarray(v, dtype=zyx.bfloat16, device="cuda") for v in (a, b, c))
+ref = [np.asarray(t.to_device("host").astype(zyx.float64).numpy()) for t in (x, y, bias)]
+got = zyx.maximum(x @ y + bias, 0.0).astype(zyx.float32).numpy()
+assert_close(got.astype(np.float64), np.maximum(ref[0] @ ref[1] + ref[2], 0), DType.BF16)
+stored = [s for s in tuning.cache.entries() if s.parts.get("variants") == list(VARIANTS)]
+print(json.dumps({
+    "timed": sum("built and timed" in r for r in records),
+    "rebuilt": sum("none timed" in r for r in records),
+    "refused": sum("does not build" in r for r in records),
+    "stored": [s.entry.variant for s in stored if s.entry is not None],
+    "paths": [str(s.path) for s in stored],
+}))
+print("\\n".join(records), file=sys.stderr)
+"""
+
+
+def tuned(environ: dict[str, str]) -> dict[str, Any]:
+    """``TUNED`` run in a process of its own: what it logged on ``zyx.tune.cudnn`` and the
+    cuDNN plans the tuning cache holds after it."""
+    done = subprocess.run(
+        [sys.executable, "-c", TUNED], env=environ, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = json.loads(done.stdout)
+    found["log"] = done.stderr
+    return found
+
+
+def test_a_second_process_builds_the_cached_plan_and_times_none(cuda: Any, tmp_path: Path) -> None:
+    """The first process times every plan and stores the fastest's engine and knobs; the
+    next builds that one plan from the tuning cache on disk, timing none; an entry whose
+    engine this cuDNN does not have is logged, every plan timed anew, and replaced."""
+    environ = clean_environ(tmp_path, ZYX_CACHE_DIR=str(tmp_path / "cache"), ZYX_CUDA__CUDNN="true")
+    first = tuned(environ)
+    assert first["timed"] >= 1 and first["rebuilt"] == 0, first["log"]
+    (winner,) = first["stored"]
+    second = tuned(environ)
+    assert second["timed"] == 0 and second["rebuilt"] == 1, second["log"]
+    assert second["stored"] == [winner]
+    (path,) = second["paths"]
+    document = json.loads(Path(path).read_text())
+    document["entry"]["variant"] = Choice(9999, ()).text()  # no cuDNN engine has that id
+    Path(path).write_text(json.dumps(document))
+    stale = tuned(environ)
+    assert stale["refused"] == 1 and stale["timed"] >= 1 and stale["rebuilt"] == 0, stale["log"]
+    (replaced,) = stale["stored"]
+    choice = Choice.parse(replaced)
+    assert choice is not None and choice.engine != 9999
+
+
+@pytest.mark.parametrize("setting", ["ZYX_AUTOTUNE__CACHE", "ZYX_AUTOTUNE__ENABLED"])
+def test_without_the_cache_nothing_is_stored(cuda: Any, tmp_path: Path, setting: str) -> None:
+    """``autotune.cache`` off: every process times the plans, none stores them;
+    ``autotune.enabled`` off: the first plan that builds, nothing timed or stored."""
+    environ = clean_environ(tmp_path, ZYX_CACHE_DIR=str(tmp_path / "cache"), ZYX_CUDA__CUDNN="true",
+                            **{setting: "false"})  # fmt: skip
+    for _ in range(2):
+        found = tuned(environ)
+        assert found["stored"] == [] and found["rebuilt"] == 0, found["log"]
+        assert (found["timed"] >= 1) == (setting == "ZYX_AUTOTUNE__CACHE"), found["log"]

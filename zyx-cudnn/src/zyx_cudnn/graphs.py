@@ -1,5 +1,6 @@
 """A ``Spec`` as a cuDNN graph (``cudnn.pygraph``), for its exact shapes, strides and
-dtypes, with its candidate plans listed.
+dtypes, with its candidate plans listed (the heuristics' ``HEURISTICS``), or with the one
+plan a tuning cache names (``create_execution_plan`` of its engine id and knobs).
 
 Tensors get fixed uids: the operands of the product 1 and 2, the output 3, the epilogue's
 operands ``OPERANDS + j``. The product and every step's value are virtual f32 tensors (a
@@ -27,6 +28,9 @@ A, B, OUT = 1, 2, 3
 OPERANDS = 10
 """The uid of the epilogue's operand 0."""
 
+HEURISTICS = ("A", "FALLBACK")
+"""The heuristic modes (``cudnn.heur_mode``) whose plans are the candidates, in order."""
+
 
 class Unsupported(BackendError):
     """cuDNN could not build this spec (its own message; KernelCompilation): the claim is
@@ -36,9 +40,12 @@ class Unsupported(BackendError):
         super().__init__(ErrorStatus.KERNEL_COMPILATION, context)
 
 
-def build(cudnn: Any, spec: Spec, handle: Any) -> Any:
-    """The graph of ``spec`` on ``handle``'s device with its plans created, not built;
-    ``Unsupported`` with cuDNN's message where it cannot run it."""
+def build(
+    cudnn: Any, spec: Spec, handle: Any, replay: tuple[int, dict[Any, int]] | None = None
+) -> Any:
+    """The graph of ``spec`` on ``handle``'s device with its candidate plans created, not
+    built; with ``replay``, an engine id and its knobs, that one plan only. ``Unsupported``
+    with cuDNN's message where it cannot run it."""
     if spec.dtype is DType.F32 and not spec.tf32:
         raise Unsupported(
             f"{spec.describe()}: cuDNN's f32 plans compute in TF32 (no plan is known to be true "
@@ -73,7 +80,10 @@ def build(cudnn: Any, spec: Spec, handle: Any) -> Any:
     try:
         graph.validate()
         graph.build_operation_graph()
-        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        if replay is None:
+            graph.create_execution_plans([getattr(cudnn.heur_mode, m) for m in HEURISTICS])
+        else:
+            graph.create_execution_plan(*replay)
         graph.check_support()
     except (cudnn.cudnnGraphNotSupportedError, RuntimeError, ValueError) as error:
         raise Unsupported(f"cuDNN cannot run {spec.describe()}: {error}") from error

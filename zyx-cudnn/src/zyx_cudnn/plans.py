@@ -3,15 +3,17 @@
 streams like any kernel.
 
 Every candidate plan of the graph (heuristics A, then the fallback list) is built and timed
-with ``Device.launch_timed`` (a warm-up, then the best of ``RUNS``; with ``autotune.enabled
-= false``, the first plan that builds is taken untimed); the fastest is kept:
+with ``Device.launch_timed`` (a warm-up, then the best of ``RUNS``); the fastest is kept:
 the heuristics' first choice is not always it (measured: matmul + bias + relu, bf16
-8192³, ran at 668 TFLOP/s as the first choice). The choice is remembered per spec and
-device for the life of the process (``plan_for``). A disk tuning cache would store the
-winner's ``(engine id, knobs)`` (``pygraph.get_engine_and_knobs_at_index``) under the spec,
-the device's name and compute capability and the cuDNN and frontend versions, and rebuild
-that one plan with ``pygraph.create_execution_plan`` instead of timing them all: the seam
-is ``_tune``, which would look there first.
+8192³, ran at 668 TFLOP/s as the first choice). The winner's engine id and knobs
+(``pygraph.get_engine_and_knobs_at_index``) go into zyx's tuning cache under a complete key
+(``zyx_cudnn.tuning``: the spec, the device, the versions of everything that builds the
+plans), on disk where ``autotune.cache`` is on; a later process finds them there and builds
+that one plan (``pygraph.create_execution_plan``), timing none. An entry whose plan no longer
+builds (a cuDNN that refuses its knobs) is logged at DEBUG on ``zyx.tune.cudnn``, and every
+plan is timed anew and replaces it. With ``autotune.enabled = false`` the first plan that
+builds is taken, untimed, and the cache is not used. The plan is remembered per spec and
+device for the life of the process (``plan_for``).
 
 A launch does as little as the frontend allows: the plan is pinned (its index in the
 backend graph), the variant pack is a ctypes array of pointers in the frontend's uid order,
@@ -40,8 +42,11 @@ from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError, ErrorStatus
 from zyx.graph.nodes import CustomLaunch
 from zyx.ir.ops import Param, ParamKind
+from zyx.tuning import Identity
+from zyx_cudnn import tuning
 from zyx_cudnn.graphs import OPERANDS, OUT, A, B, Unsupported, build
 from zyx_cudnn.spec import OUTPUT, Layout, Scalar, Spec
+from zyx_cudnn.tuning import Choice
 
 if TYPE_CHECKING:
     from zyx_cuda.device import CudaDevice
@@ -77,16 +82,17 @@ _plans: dict[tuple[int, Spec, bool], Plan | Unsupported] = {}
 _handles: dict[int, Any] = {}
 
 
-def plan_for(spec: Spec, device: CudaDevice, tune: bool = True) -> Plan:
+def plan_for(spec: Spec, device: CudaDevice, tune: bool = True, disk: bool = True) -> Plan:
     """``spec``'s fastest plan on ``device``, tuned on first use (``tune`` false, as
-    ``autotune.enabled = false`` has it: the first plan that builds, untimed);
-    ``Unsupported`` (cached too) where cuDNN cannot run it."""
+    ``autotune.enabled = false`` has it: the first plan that builds, untimed); ``disk``
+    (``autotune.cache``): the tuning cache on disk too. ``Unsupported`` (cached too) where
+    cuDNN cannot run it."""
     key = (id(device), spec, tune)
     with _lock:
         found = _plans.get(key)
         if found is None:
             try:
-                found = _tune(spec, device, tune)
+                found = _tune(spec, device, tune, disk)
             except Unsupported as refusal:
                 found = refusal
             _plans[key] = found
@@ -100,19 +106,70 @@ FAST_PATH = ("_execute_with_raw_ptrs", "_prepare_variant_pack_template",
 """What the launches use of the frontend's backend graph (1.32's; not its public API)."""
 
 
-def _tune(spec: Spec, device: CudaDevice, tune: bool) -> Plan:
+def _tune(spec: Spec, device: CudaDevice, tune: bool, disk: bool) -> Plan:
     import cudnn
 
     missing = [name for name in FAST_PATH if not hasattr(cudnn._pybind_module.backend_graph, name)]
     if missing:
         raise Unsupported(f"nvidia-cudnn-frontend {cudnn.__version__} has no {', '.join(missing)}")
     handle = _handle(cudnn, device)
+    if not tune:
+        return _first(cudnn, spec, device, handle)
+    key = tuning.key(spec, Identity.of(device), tuning.libraries(cudnn), RUNS)
+    choice = tuning.lookup(key, disk)
+    if choice is not None:
+        plan = _replay(cudnn, choice, spec, device, handle)
+        if plan is not None:
+            return plan
+    started = time.perf_counter()
+    plan, winner, times = _search(cudnn, spec, device, handle)
+    seconds = time.perf_counter() - started
+    tuning.store(key, winner, times, spec.describe(), device.name, seconds, disk)
+    return plan
+
+
+def _first(cudnn: Any, spec: Spec, device: CudaDevice, handle: Any) -> Plan:
+    """The first candidate plan that builds, untimed."""
+    graph = build(cudnn, spec, handle)
+    failures: list[str] = []
+    for index in range(graph.get_execution_plan_count()):
+        plan = _plan(cudnn, graph, index, spec, device, handle, failures)
+        if plan is not None:
+            return plan
+    raise _none_built(spec, failures)
+
+
+def _replay(cudnn: Any, choice: Choice, spec: Spec, device: CudaDevice, handle: Any) -> Plan | None:
+    """The plan of ``choice`` built alone; ``None`` (logged) where it no longer builds."""
+    failures: list[str] = []
+    try:
+        graph = build(cudnn, spec, handle, (choice.engine, choice.knob_map(cudnn.knob_type)))
+    except (Unsupported, ValueError) as error:  # ValueError: a knob this frontend lacks
+        failures.append(str(error))
+    else:
+        plan = _plan(cudnn, graph, 0, spec, device, handle, failures)
+        if plan is not None:
+            log.debug("%s on %s: the tuning cache's plan %s built (%s), none timed",
+                      spec.describe(), device.name, choice.text(),
+                      graph.get_plan_name_at_index(0))  # fmt: skip
+            return plan
+    log.debug("%s on %s: the tuning cache's plan %s does not build (%s): every plan is timed",
+              spec.describe(), device.name, choice.text(), "; ".join(failures))  # fmt: skip
+    return None
+
+
+def _search(
+    cudnn: Any, spec: Spec, device: CudaDevice, handle: Any
+) -> tuple[Plan, Choice, dict[Choice, int]]:
+    """Every candidate plan built and timed: the fastest, its choice, and the time of each
+    plan timed."""
     graph = build(cudnn, spec, handle)
     count = graph.get_execution_plan_count()
     inputs: list[Arg] = [  # the data does not change a plan's time: left as it is
         1.0 if i.number is not None else device.pool.allocate(max(i.nbytes, 1)) for i in spec.inputs
     ]
-    best: tuple[int, Plan] | None = None
+    best: tuple[int, Choice, Plan] | None = None
+    times: dict[Choice, int] = {}
     failures: list[str] = []
     try:
         for index in range(count):
@@ -120,14 +177,14 @@ def _tune(spec: Spec, device: CudaDevice, tune: bool) -> Plan:
             plan = _plan(cudnn, graph, index, spec, device, handle, failures)
             if plan is None:
                 continue
-            if not tune:
-                return plan
             try:
                 ns = _time(plan, spec, device, inputs)
             except BackendError as error:  # a plan that fails to run is no candidate
                 failures.append(f"plan {index}: {error}")
                 device.release(plan.program)
                 continue
+            choice = Choice.of(*graph.get_engine_and_knobs_at_index(index))
+            times[choice] = ns
             log.debug("%s on %s: plan %d (%s) %d ns, built and timed in %.0f ms", spec.describe(),
                       device.name, index, graph.get_plan_name_at_index(index), ns,
                       (time.perf_counter() - started) * 1e3)  # fmt: skip
@@ -135,17 +192,21 @@ def _tune(spec: Spec, device: CudaDevice, tune: bool) -> Plan:
                 device.release(plan.program)
                 continue
             if best is not None:
-                device.release(best[1].program)
-            best = (ns, plan)
+                device.release(best[2].program)
+            best = (ns, choice, plan)
     finally:
         for value in inputs:
             if isinstance(value, Buffer):
                 device.pool.release(value)
     if best is None:
-        raise Unsupported(f"cuDNN built no plan for {spec.describe()}: " + "; ".join(failures))
+        raise _none_built(spec, failures)
     log.debug("%s on %s: %d ns, the fastest of %d plans built", spec.describe(), device.name,
-              best[0], count - len(failures))  # fmt: skip
-    return best[1]
+              best[0], len(times))  # fmt: skip
+    return best[2], best[1], times
+
+
+def _none_built(spec: Spec, failures: list[str]) -> Unsupported:
+    return Unsupported(f"cuDNN built no plan for {spec.describe()}: " + "; ".join(failures))
 
 
 def _plan(

@@ -9,8 +9,9 @@ nothing, and CUDA works as without it. Importing this module loads no native lib
 
 Config section ``cudnn``: ``allow_tf32`` (default false) lets f32 matmuls run on TF32
 tensor cores; without it f32 matmuls are not claimed (cuDNN's f32 plans were all TF32 on
-the H200: ``zyx_cudnn.graphs``). ``autotune.enabled =
-false`` takes the first plan that builds instead of timing them all.
+the H200: ``zyx_cudnn.graphs``). ``autotune.enabled = false`` takes the first plan that
+builds instead of timing them all; ``autotune.cache`` keeps the fastest on disk
+(``zyx_cudnn.tuning``).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def zyx_match_graph(graph: Graph, device: Device) -> list[Claim] | None:
     if not cast("CudaSection", config.section("cuda")).cudnn:
         return None
     tf32 = cast("CudnnSection", config.section("cudnn")).allow_tf32
-    tune = cast("AutotuneSection", config.section("autotune")).enabled
+    autotune = cast("AutotuneSection", config.section("autotune"))
     from zyx_cudnn.graphs import Unsupported
     from zyx_cudnn.match import candidates
     from zyx_cudnn.plans import plan_for
@@ -82,7 +83,8 @@ def zyx_match_graph(graph: Graph, device: Device) -> list[Claim] | None:
     for options in candidates(graph, device, tf32):
         for option in options:  # the longest epilogue cuDNN can run
             try:
-                plan = plan_for(option.spec, cast("CudaDevice", device), tune)
+                plan = plan_for(option.spec, cast("CudaDevice", device), autotune.enabled,
+                                autotune.cache)  # fmt: skip
             except Unsupported as refusal:
                 log.debug("%s", refusal)
                 continue
