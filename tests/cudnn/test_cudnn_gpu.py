@@ -322,11 +322,10 @@ def test_a_second_process_builds_the_cached_plan_and_times_none(cuda: Any, tmp_p
 
 @pytest.mark.parametrize("setting", ["ZYX_AUTOTUNE__CACHE", "ZYX_AUTOTUNE__ENABLED"])
 def test_without_the_cache_nothing_is_stored(cuda: Any, tmp_path: Path, setting: str) -> None:
-    """``autotune.cache`` off: every process times the plans, none stores them;
-    ``autotune.enabled`` off: the first plan that builds, nothing timed or stored."""
+    """``autotune.cache`` off: the plans are timed, and nothing is left on disk for the next
+    process; ``autotune.enabled`` off: the first plan that builds, nothing timed or stored."""
     environ = clean_environ(tmp_path, ZYX_CACHE_DIR=str(tmp_path / "cache"), ZYX_CUDA__CUDNN="true",
                             **{setting: "false"})  # fmt: skip
-    for _ in range(2):
-        found = tuned(environ)
-        assert found["stored"] == [] and found["rebuilt"] == 0, found["log"]
-        assert (found["timed"] >= 1) == (setting == "ZYX_AUTOTUNE__CACHE"), found["log"]
+    found = tuned(environ)
+    assert found["stored"] == [] and found["rebuilt"] == 0, found["log"]
+    assert (found["timed"] >= 1) == (setting == "ZYX_AUTOTUNE__CACHE"), found["log"]
