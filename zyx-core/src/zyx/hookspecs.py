@@ -94,8 +94,10 @@ def zyx_match_graph(graph: Graph, device: Device) -> Sequence[Claim] | None:
     and device of its unrealized nodes. Return ``zyx.graph.claims.Claim`` objects (each
     names the node it computes, the nodes it reads and its launches), or ``None``.
     ``zyx.graph.claims.matmuls(graph)`` finds the matrix products with their operands'
-    strides. Each claim is timed against zyx's generated kernels for the same nodes
-    (``Device.launch_timed``) and runs only where it is faster; the choice is remembered
-    by the claim's ``key``. An exception, or a claim that is not valid, loses this call's
-    claims (a warning on ``zyx.sched``) and the generated kernels run.
+    strides. The claims of one node (every plugin's, then core's generated matmul) race
+    each other and zyx's generated kernels for the same nodes (``Device.launch_timed``, as
+    one kernel search: ``zyx.race``); the fastest runs, and the choice is remembered by
+    the claims' ``key``s, on disk too. An exception, or a claim that is not valid, loses
+    this call's claims (a warning on ``zyx.sched``); a claim that fails to build or run
+    drops out of its race.
     """

@@ -26,14 +26,14 @@ from functools import partial
 from math import prod
 from typing import TYPE_CHECKING, Any
 
-from zyx import search
+from zyx import race, search
 from zyx.allocator import allocator
 from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
 from zyx.graph import claims
 from zyx.graph.claims import Claim
 from zyx.graph.lower import MAP_LOCAL, KernelSpec, preserves_flat
-from zyx.graph.nodes import LEAVES, Custom, Node, Op, leaf
+from zyx.graph.nodes import Custom, Node, Op, leaf
 from zyx.graph.schedule import Graph, schedule
 from zyx.graph.views import View
 
@@ -207,8 +207,9 @@ class Runtime:
         self.lock = allocator.lock
         self.plans: OrderedDict[Hashable, ExecPlan] = OrderedDict()
         self.programs: dict[tuple[int, Hashable], Program] = {}
-        self.choices: dict[Hashable, bool] = {}
-        """Per claim key and device: whether the claim won its race."""
+        self.choices: dict[Hashable, int | None] = {}
+        """Per group of claims of one node (their keys) and device: the claim that won its
+        race (its index in the group), or ``None``: the generated kernels."""
 
     def realize(self, nodes: Iterable[Node]) -> None:
         with self.lock:
@@ -279,7 +280,10 @@ class Runtime:
         graph = Graph(targets)
         offered = claims.offers(graph)
         _stats.claims_offered += len(offered)
-        taken = [c for c in offered if self._take(c)]
+        alternatives: dict[int, list[Claim]] = {}
+        for claim in offered:
+            alternatives.setdefault(id(claim.output), []).append(claim)
+        taken = [c for group in alternatives.values() if (c := self._take(group)) is not None]
         if taken:
             graph = Graph(claims.rewrite(targets, taken))
         return self._generated(graph, leaves)
@@ -290,44 +294,26 @@ class Runtime:
         sched = schedule(graph)
         return _Planner(self, graph, sched.boundaries, leaves, tuned).build(sched.steps)
 
-    def _take(self, claim: Claim) -> bool:
-        """Whether ``claim`` runs in place of generated kernels: the faster of the two, timed
-        once per claim key and device (a claim that fails to compile or run loses)."""
-        key = (claim.plugin, claim.key, id(claim.output.device))
-        taken = self.choices.get(key)
-        if taken is None:
-            taken = self.choices[key] = self._race(claim)
-        _stats.claims_taken += taken
-        return taken
+    def _take(self, group: list[Claim]) -> Claim | None:
+        """The claim of one node's ``group`` that runs in place of its generated kernels, or
+        ``None``: the fastest of them all (``zyx.race``), chosen once per group and device."""
+        key = (tuple((c.plugin, c.key) for c in group), id(group[0].output.device))
+        if key not in self.choices:
+            winner, raced = race.choose(group, self._timer)
+            self.choices[key] = None if winner is None else group.index(winner)
+            _stats.claim_races += raced
+        index = self.choices[key]
+        _stats.claims_taken += index is not None
+        return None if index is None else group[index]
 
-    def _race(self, claim: Claim) -> bool:
-        _stats.claim_races += 1
-        generated, claimed = claims.subgraph(claim, [_standin(i) for i in claim.inputs])
-        try:
-            theirs = self._time(claimed)
-        except Exception as error:  # noqa: BLE001 - the plugin's failure, logged; ours run
-            log.warning("claim %s of %s failed, generated kernels run: %s", claim.key,
-                        claim.plugin, error)  # fmt: skip
-            return False
-        ours = self._time(generated, lost=2 * theirs)
-        log.debug("claim %s of %s: %d ns, generated %d ns", claim.key, claim.plugin, theirs, ours)
-        return theirs < ours
-
-    def _time(self, node: Node, runs: int = 3, lost: int | None = None) -> int:
-        """``node``'s plan, run once to warm up and ``runs`` times timed: the fastest. A
-        timed run slower than ``lost`` ns ends it: a generic kernel can take seconds where a
-        claim takes milliseconds, and a loaded machine's noise is not 2x (a warm-up is: it
-        may load the program)."""
+    def _timer(self, node: Node) -> search.Timer:
+        """A timer of the plan of ``node``'s generated kernels at their default variants: a
+        search of the generic kernels a claim would replace (a generic matmul runs for
+        seconds) costs more than the race, for kernels thrown away where the claim wins;
+        where it loses, the plan built then searches them."""
         _, leaves = structure([node])
-        # Default variants: a search of the generic kernels a claim would replace (a generic
-        # matmul runs for seconds) costs more than the race, for kernels thrown away where
-        # the claim wins; where it loses, the plan built then searches them.
         plan = self._generated(Graph([node]), leaves, tuned=False)
-        plan.time(leaves)
-        times = [plan.time(leaves)]
-        while len(times) < runs and (lost is None or times[-1] <= lost):
-            times.append(plan.time(leaves))
-        return min(times)
+        return partial(plan.time, leaves)
 
     def compile(self, device: Device, kernel: Any) -> Program:
         key = (id(device), kernel.ops)
@@ -345,19 +331,6 @@ def _as_view(node: Node) -> None:
     buffer, where as a leaf it would be a kernel's argument, not its output."""
     number = Node(node.op, node.arg, (), node.dtype, node.shape, node.device)
     node.op, node.arg, node.srcs = Op.VIEW, View.identity(node.shape), (number,)
-
-
-def _standin(node: Node) -> Node:
-    """``node`` for timing: itself where it is a leaf, else a realized node of its shape
-    holding zeros (the values do not change a kernel's time)."""
-    import numpy as np
-
-    if node.realized or node.op in LEAVES:
-        return node
-    buf = allocator.allocate(node.device.pool, max(node.nbytes, 1))
-    if node.size:
-        node.device.pool.write(buf, np.zeros(node.shape, node.dtype.numpy))
-    return leaf(buf, node.dtype, node.shape, node.device)
 
 
 def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:

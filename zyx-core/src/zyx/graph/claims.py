@@ -72,24 +72,23 @@ class Claimed(Custom):
 
 def offers(graph: Graph) -> list[Claim]:
     """Every valid claim of every plugin, asked once per device of ``graph``, then core's
-    own (``zyx.graph.matmul``); the first claim of a node wins."""
+    own (``zyx.graph.matmul``): the claims of one node race each other and the generated
+    kernels (``zyx.race``), in this order, the first the default."""
     from zyx.plugins import registry
 
     hook = registry().plugin_manager.hook.zyx_match_graph
     devices = {id(n.device): n.device for n in graph.order if not graph.is_leaf(n)}
-    claimed: dict[int, Claim] = {}
+    claimed: list[Claim] = []
     for impl in hook.get_hookimpls():
         for device in devices.values():
-            for claim in _ask(impl, graph, device):
-                claimed.setdefault(id(claim.output), claim)
+            claimed += _ask(impl, graph, device)
     products = matmuls(graph)
     if products:  # loaded only here: a graph without matmuls (most) pays no import for it
         from zyx.graph import matmul  # it builds on this module
 
         for device in devices.values():
-            for claim in matmul.offer(products, device):
-                claimed.setdefault(id(claim.output), claim)
-    return list(claimed.values())
+            claimed += matmul.offer(products, device)
+    return claimed
 
 
 def _ask(impl: Any, graph: Graph, device: Device) -> list[Claim]:
