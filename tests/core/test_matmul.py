@@ -74,6 +74,7 @@ def test_the_default_fits_the_device_and_strides_are_baked_in(host: Device) -> N
     assert not matmul.fits(too_big, m, host)
 
 
+@pytest.mark.usefixtures("zyx_tuning_cache")  # its races counted
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins() -> None:
     """Taken once raced (2.3x faster than the generic lowering here, one thread), then
     reused without a race; batched, a transposed operand. On a host of one thread: on this

@@ -10,7 +10,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,12 +39,9 @@ FAST = AutotuneSection(budget=30.0, runs=2, min_time=0.0)
 
 
 @pytest.fixture(autouse=True)
-def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TuningCache:
-    """The process's tuning cache replaced by an empty one in a cache root of its own."""
-    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path / "cache"))
-    fresh = TuningCache()
-    monkeypatch.setattr(tuning, "cache", fresh)
-    return fresh
+def cache(zyx_tuning_cache: TuningCache) -> TuningCache:
+    """An empty tuning cache of its own (``zyx.testing``'s fixture), for every test here."""
+    return zyx_tuning_cache
 
 
 def _chain(trips: int, local: int = 64) -> Kernel:

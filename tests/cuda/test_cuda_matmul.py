@@ -89,6 +89,7 @@ def test_the_default_for_bf16_is_tensor_cores(device: CudaDevice) -> None:
     assert matmul.default(m, device) == matmul.MMA_VARIANTS[0]
 
 
+@pytest.mark.usefixtures("zyx_tuning_cache")  # its races counted
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(device: CudaDevice) -> None:
     case = Case((8,), (8,), 1024, 1024, 512, b_transposed=True)
     first = check_front_end(device, DType.F32, case, seed=6)

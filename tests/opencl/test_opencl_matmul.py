@@ -41,6 +41,7 @@ def test_float_dtypes_match_numpy(device: OpenCLDevice, dtype: DType) -> None:
     check_variant(device, matmul.variants(device)[0], dtype, CASES[0])
 
 
+@pytest.mark.usefixtures("zyx_tuning_cache")  # its races counted
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(device: OpenCLDevice) -> None:
     """Large enough that the claim wins by far: on a CPU 2 x 128 x 96 x 128; on a GPU
     8 x 1024 x 1024 x 512, which keeps its SMs busy."""

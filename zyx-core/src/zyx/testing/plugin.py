@@ -1,8 +1,9 @@
 """pytest plugin of zyx's backend conformance suite (entry point ``pytest11``).
 
 pytest loads it in every run wherever zyx-core is installed, so it stays cheap: it adds
-the ``--zyx-backend`` option, the ``zyx_area`` marker and the ``zyx_device`` fixture, and
-imports nothing else until a backend is asked for. The suite is collected only on request::
+the ``--zyx-backend`` option, the ``zyx_area`` marker and the ``zyx_device`` and
+``zyx_tuning_cache`` fixtures, and imports nothing else until a backend is asked for. The
+suite is collected only on request::
 
     pytest --pyargs zyx.testing --zyx-backend host      # or opencl, opencl:1, cuda, ...
 
@@ -24,9 +25,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from _pytest.terminal import TerminalReporter
 
     from zyx.backend import Device
+    from zyx.tuning import TuningCache
 
 AREAS = ("pool", "device", "dtype", "numerics", "errors", "threads")
 """The contract areas, in the order the summary lists them."""
@@ -103,6 +107,19 @@ def zyx_device(pytestconfig: pytest.Config) -> Device:
     if device is None:
         pytest.skip(HOW_TO_RUN)
     return device
+
+
+@pytest.fixture
+def zyx_tuning_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TuningCache:
+    """The process's tuning cache (``zyx.tuning``) replaced by an empty one in a cache root
+    of its own, for a test that counts searches or claim races: the disk would otherwise
+    hold the winners of an earlier run."""
+    from zyx import tuning
+
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path / "cache"))
+    fresh = tuning.TuningCache()
+    monkeypatch.setattr(tuning, "cache", fresh)
+    return fresh
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
