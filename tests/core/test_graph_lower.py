@@ -40,8 +40,9 @@ def test_a_reduction_over_shared_operands_lowers_in_linear_time() -> None:
 # ---- reduce kernels: resident rows ------------------------------------------------------
 
 
-def _lowered(out: zyx.Tensor, local: int) -> list[Kernel]:
-    """The kernels that realizing ``out`` runs, lowered for work-groups of ``local``."""
+def _lowered(out: zyx.Tensor, local: int, lowerer: type[Lowerer] = Lowerer) -> list[Kernel]:
+    """The kernels that realizing ``out`` runs, lowered for work-groups of ``local`` (by
+    ``lowerer``: the host's is ``CpuLowerer``, a group of one)."""
     graph = Graph([out.node])
     sched = schedule(graph)
     kernels = []
@@ -51,7 +52,7 @@ def _lowered(out: zyx.Tensor, local: int) -> list[Kernel]:
         def is_input(n: Node, spec: KernelSpec = spec) -> bool:
             return n is not spec.output and (n.realized or id(n) in sched.boundaries)
 
-        kernels.append(Lowerer(spec, is_input, local).lower().kernel)
+        kernels.append(lowerer(spec, is_input, local).lower().kernel)
     return kernels
 
 
@@ -255,26 +256,12 @@ def test_host_kernels_are_branch_free_loops_of_one_work_item() -> None:
     and vectorizes)."""
     x = zyx.asarray(np.ones((300, 300), np.float32), device="host")
     for out in (x * 2.0 + 1.0, zyx.sum(x, axis=0), zyx.sum(x * x, axis=1), _softmax(x, 1)):
-        for kernel in _host_kernels(out):
+        for kernel in _lowered(out, 1, CpuLowerer):
             assert kernel.local_size == (1, 1, 1)
             assert not any(isinstance(op, If) for op in kernel.ops), kernel.name
-    (rows,) = _host_kernels(zyx.sum(x, axis=1))
+    (rows,) = _lowered(zyx.sum(x, axis=1), 1, CpuLowerer)
     trips = [rows.ops[op.size] for op in rows.ops if isinstance(op, Loop)]
     assert Const(INDEX, LANES) in trips
-
-
-def _host_kernels(out: zyx.Tensor) -> list[Kernel]:
-    graph = Graph([out.node])
-    sched = schedule(graph)
-    kernels = []
-    for spec in sched.steps:
-        assert isinstance(spec, KernelSpec)
-
-        def is_input(n: Node, spec: KernelSpec = spec) -> bool:
-            return n is not spec.output and (n.realized or id(n) in sched.boundaries)
-
-        kernels.append(CpuLowerer(spec, is_input, 1).lower().kernel)
-    return kernels
 
 
 def test_a_host_reduction_with_few_groups_is_split_for_its_cores() -> None:
@@ -327,7 +314,7 @@ def test_a_host_kernel_counts_its_loops_as_work() -> None:
     dialect = HostDialect()
     x = zyx.asarray(np.ones((64, 4096), np.float32), device="host")
     for out in (x * 2.0, zyx.sum(x, axis=1), zyx.sum(x * x, axis=0)):
-        for kernel in _host_kernels(out):
+        for kernel in _lowered(out, 1, CpuLowerer):
             work = dialect.loop_work(kernel)
             assert isinstance(work, str) and "p" in work  # of the kernel's Variables
             code = dialect.render(kernel).code
@@ -339,5 +326,5 @@ def test_a_host_softmax_computes_each_exp_once(cols: int, exps: int) -> None:
     """A row of up to ``ROW_KEPT`` keeps the sum's exp values for the output (in the sum's
     loop and its tail, not again in the output's loop); a longer row computes them again."""
     x = zyx.asarray(np.ones((3, cols), np.float32), device="host")
-    (kernel,) = _host_kernels(_softmax(x, 1))
+    (kernel,) = _lowered(_softmax(x, 1), 1, CpuLowerer)
     assert sum(isinstance(op, Unary) and op.op is UOp.EXP for op in kernel.ops) == exps

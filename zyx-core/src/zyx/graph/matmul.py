@@ -477,17 +477,30 @@ class _Tiles:
                 a_copy.read(lambda e, d: self.load_a(row0 + e, d + k0))
                 b_copy.read(lambda e, d: self.load_b(d + k0, col0 + e))
 
-            read(0)
-            with kb.loop(steps) as step:
-                a_copy.write()
-                b_copy.write()
-                kb.barrier()
-                read(kb.minimum(step + 1, steps - 1) * v.depth)  # the next step's (no branch)
+            def compute() -> None:
                 for d in range(v.depth):  # unrolled: the tiles' addresses are constant offsets
                     self.from_tiles(acc, a_copy, b_copy, d, ty, tx)
-                kb.barrier()
+
+            self.k_loop(steps, a_copy, b_copy, read, compute)
         if m.k % v.depth:
             self.direct(acc, row0 + ty, col0 + tx, steps * v.depth, m.k)
+
+    def k_loop(
+        self, steps: int, a_copy: _Copy, b_copy: _Copy, read: Callable[[Value | int], None],
+        compute: Callable[[], None],
+    ) -> None:  # fmt: skip
+        """The k loop through local memory: each step's tiles written, the next step's
+        operands read into registers (global memory's latency hidden behind this step's
+        work), this step computed from the tiles."""
+        kb = self.kb
+        read(0)
+        with kb.loop(steps) as step:
+            a_copy.write()
+            b_copy.write()
+            kb.barrier()
+            read(kb.minimum(step + 1, steps - 1) * self.v.depth)  # the next step's (no branch)
+            compute()
+            kb.barrier()
 
     def tensor_cores(self, lid: Value, out_base: Value, row0: Value, col0: Value) -> None:
         """The tile by tensor cores (``Variant.mma``): through local memory ``depth`` of k
@@ -510,14 +523,7 @@ class _Tiles:
 
         steps, rest = divmod(m.k, v.depth)
         if steps:
-            read(0)
-            with kb.loop(steps) as step:
-                a_copy.write()
-                b_copy.write()
-                kb.barrier()
-                read(kb.minimum(step + 1, steps - 1) * v.depth)  # the next step's (no branch)
-                warp.step(a_copy, b_copy)
-                kb.barrier()
+            self.k_loop(steps, a_copy, b_copy, read, lambda: warp.step(a_copy, b_copy))
         if rest:
             read(steps * v.depth, past_k=True)
             a_copy.write()
