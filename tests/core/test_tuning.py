@@ -206,12 +206,14 @@ def test_zyx_tune_shows_and_clears_the_cache(
     cache.put(_key(), _entry())
     cache.put(_key("damaged"), _entry())
     (cache.folder / _key("damaged").name).write_bytes(b"{")
+    unranked = Key("a plugin's", _key().identity, (), ())  # no variants: no default to compare
+    cache.put(unranked, Entry("plan 3", {"plan 3": 5}, "cudnn_plan", "host", 0.1))
     shown = CliRunner().invoke(app, ["tune"], env={"COLUMNS": "120"})
     assert shown.exit_code == 0, shown.output
-    assert "2 entries" in shown.output and str(cache.folder) in shown.output
+    assert "3 entries" in shown.output and str(cache.folder) in shown.output
     row = next(line for line in shown.output.splitlines() if "r_sum" in line)
     assert row.split()[1:5] == ["host", "128", "1.29x", "3"]  # 900 ns / 700 ns
-    assert "1 unreadable" in shown.output
+    assert "cudnn_plan" in shown.output and "1 unreadable" in shown.output
     cleared = CliRunner().invoke(app, ["tune", "--clear"])
-    assert cleared.exit_code == 0 and "removed 2 entries" in cleared.output
+    assert cleared.exit_code == 0 and "removed 3 entries" in cleared.output
     assert cache.entries() == [] and "0 entries" in CliRunner().invoke(app, ["tune"]).output

@@ -318,7 +318,8 @@ def tune(
     readable = [(s.entry, s) for s in stored if s.entry is not None]
     damaged = len(stored) - len(readable)
     for entry, item in sorted(readable, key=lambda pair: (pair[0].device, pair[0].kernel)):
-        default = entry.times.get(item.parts["variants"][0])
+        variants = item.parts["variants"]
+        default = entry.times.get(variants[0]) if variants else None
         won = entry.times.get(entry.variant)
         gain = f"{default / won:.2f}x" if default and won else ""
         table.add_row(escape(entry.kernel), escape(entry.device), escape(entry.variant), gain,
