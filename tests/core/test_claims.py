@@ -89,7 +89,8 @@ def test_the_claims_of_a_node_race_and_the_choice_is_remembered(
     plugin_venv: PluginVenv,
 ) -> None:
     """The test plugin's tiles and core's matmul claim the same product: both race the
-    generated kernels (a claim, not the generic reduce, wins), each layout once."""
+    generated kernels (a claim, not the generic reduce, wins), each
+    layout once."""
     seen = run_claims(plugin_venv, "tiled", (256, 256, 256))
     first, again, transposed = seen["first"], seen["again"], seen["transposed"]
     assert first["calls"] == 1 and first["stats"]["claims_offered"] == 2

@@ -77,10 +77,11 @@ def test_the_default_fits_the_device_and_strides_are_baked_in(host: Device) -> N
 @pytest.mark.usefixtures("zyx_tuning_cache")  # its races counted
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins() -> None:
     """Taken once raced (2.3x faster than the generic lowering here, one thread), then
-    reused without a race; batched, a transposed operand. On a host of one thread: on this
-    loaded 2-core VM a parallel launch may wait a time slice for a descheduled thread, and
-    decide the race. Smaller products (2 x 56 x 48 x 128) the generic lowering, a strip of
-    b's row per step of k (``zyx.graph.cpu``), computes faster."""
+    reused without a race; batched, a transposed operand.
+    On a host of one thread: on this loaded 2-core VM a parallel launch may wait a time
+    slice for a descheduled thread, and decide the race. Smaller products (2 x 56 x 48 x
+    128) the generic lowering, a strip of b's row per step of k (``zyx.graph.cpu``),
+    computes faster."""
     host = HostDevice(HostPool(), threads=1)
     case = Case((2,), (2,), 256, 256, 256, a_transposed=True)
     first = check_front_end(host, DType.F32, case, seed=2)

@@ -93,4 +93,4 @@ def test_the_default_for_bf16_is_tensor_cores(device: CudaDevice) -> None:
 def test_zyx_matmul_takes_the_generated_matmul_where_it_wins(device: CudaDevice) -> None:
     case = Case((8,), (8,), 1024, 1024, 512, b_transposed=True)
     first = check_front_end(device, DType.F32, case, seed=6)
-    assert first.claims_offered == 1 and first.claim_races == 1 and first.claims_taken == 1
+    assert first.claims_offered > 1 and first.claim_races == 1 and first.claims_taken == 1

@@ -72,8 +72,9 @@ class Claimed(Custom):
 
 def offers(graph: Graph) -> list[Claim]:
     """Every valid claim of every plugin, asked once per device of ``graph``, then core's
-    own (``zyx.graph.matmul``): the claims of one node race each other and the generated
-    kernels (``zyx.race``), in this order, the first the default."""
+    own (``zyx.graph.matmul``: each of its variants where ``autotune`` is on): the claims of
+    one node race each other and the generated kernels (``zyx.race``), in this order, the
+    first the default."""
     from zyx.plugins import registry
 
     hook = registry().plugin_manager.hook.zyx_match_graph
@@ -84,10 +85,12 @@ def offers(graph: Graph) -> list[Claim]:
             claimed += _ask(impl, graph, device)
     products = matmuls(graph)
     if products:  # loaded only here: a graph without matmuls (most) pays no import for it
+        from zyx import search
         from zyx.graph import matmul  # it builds on this module
 
+        searched = search.settings().enabled  # every variant races, else the default alone
         for device in devices.values():
-            claimed += matmul.offer(products, device)
+            claimed += matmul.offer(products, device, searched)
     return claimed
 
 

@@ -224,15 +224,24 @@ def default(m: Matmul, device: Device) -> Variant | None:
     return enough[0] if enough else fitting[groups.index(max(groups))]
 
 
-def offer(products: Sequence[Matmul], device: Device) -> list[Claim]:
+def offer(products: Sequence[Matmul], device: Device, search: bool = False) -> list[Claim]:
     """A claim for each matmul of ``products`` (a graph's ``claims.matmuls``) on ``device``
-    of at least ``MIN_WORK`` multiply-adds that a variant fits."""
+    of at least ``MIN_WORK`` multiply-adds that a variant fits; with ``search``, on a GPU,
+    one for each variant that fits, the default first: the runtime races them
+    (``zyx.race``). A CPU's default is within a few percent of its best (zyx check's MLP on
+    the 2-core host: 1.74 ms a run raced, 1.83 not), not worth compiling the others (3 s
+    of a first run there), as the host's generated kernels are not searched either."""
+    search = search and device.info.warp_size > 1
     found = []
     for m in products:
         big = prod(m.batch) * m.n * m.m * m.k >= MIN_WORK
         variant = default(m, device) if big and m.output.device is device else None
-        if variant is not None and m.output.dtype in _ACCUMULATORS:
-            found.append(claim(m, variant))
+        if variant is None or m.output.dtype not in _ACCUMULATORS:
+            continue
+        found.append(claim(m, variant))
+        if search:
+            others = [v for v in variants(device) if v != variant and fits(v, m, device)]
+            found += [claim(m, v) for v in others]
     return found
 
 
