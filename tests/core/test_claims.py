@@ -214,6 +214,29 @@ def test_a_claim_that_fails_to_run_loses_its_race(
     assert "no program for this device" in caplog.text
 
 
+def test_a_broken_claim_taken_untimed_leaves_its_node_to_the_generated_kernels(
+    claimer: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With autotune off the first claim is taken without a race: built first, so that one
+    that fails costs its plugin the node, not the result."""
+    from zyx import search
+    from zyx.config import AutotuneSection
+
+    def broken(device: Any) -> list[CustomLaunch]:
+        raise RuntimeError("no program for this device")
+
+    monkeypatch.setattr(search, "settings", lambda: AutotuneSection(enabled=False))
+    claimer(lambda graph: [claim_of(graph, key="broken untimed", launches=broken)])
+    a, b, product = matmul_inputs()
+    before = zyx.stats()
+    with caplog.at_level("WARNING", logger="zyx.sched"):
+        got = product.numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    spent = zyx.stats() - before
+    assert spent.claims_offered == 1 and spent.claim_races == 0 and spent.claims_taken == 0
+    assert "no program for this device" in caplog.text
+
+
 def test_matmuls_finds_operands_with_their_strides() -> None:
     x = zyx.asarray(np.ones((2, 3, 4, 5), np.float32))
     y = zyx.asarray(np.ones((5, 6), np.float32))

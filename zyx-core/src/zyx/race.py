@@ -16,7 +16,9 @@ Two rules of the race are its own:
   generic kernel may take seconds where a claim takes milliseconds.
 
 A claim that fails to build or run is its plugin's fault: it drops out of the race, logged
-as a warning on ``zyx.sched``, and the others run.
+as a warning on ``zyx.sched``, and the others run. A claim chosen without a race (autotune
+off, or the tuning cache's winner) is built before it is taken, and one that fails to build
+leaves its node to the generated kernels.
 """
 
 from __future__ import annotations
@@ -119,6 +121,11 @@ def choose(
     race = ClaimRace(group, timer_of)
     options = search.settings() if options is None else options
     winner, raced = search.choose(race, options.model_copy(update={"min_time": 0.0}))
+    if not raced and winner != GENERATED:
+        try:  # chosen untimed (autotune off, or from the cache): built here, so that a
+            race.timer(winner)  # claim that fails costs its plugin the node, not the realize
+        except BackendError:
+            winner = GENERATED
     log.debug("%s on %s: %r runs%s", race.name, race.device.name, winner,
               " (raced)" if raced else "")  # fmt: skip
     if winner == GENERATED:
