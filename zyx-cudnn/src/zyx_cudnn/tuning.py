@@ -86,8 +86,10 @@ def key(spec: Spec, identity: Identity, libraries: tuple[str, ...], runs: int) -
     return Key(repr(spec), device, (("runs", runs),), VARIANTS)
 
 
-def lookup(key: Key, disk: bool = True, cache: TuningCache = tuning.cache) -> Choice | None:
-    """The plan stored under ``key`` (on disk too where ``disk``), or ``None``."""
+def lookup(key: Key, disk: bool = True, cache: TuningCache | None = None) -> Choice | None:
+    """The plan stored under ``key`` (on disk too where ``disk``; in ``cache``, else the
+    process's tuning cache as it is now), or ``None``."""
+    cache = tuning.cache if cache is None else cache
     entry = cache.get(key, disk=disk)
     if entry is None:
         return None
@@ -100,9 +102,11 @@ def lookup(key: Key, disk: bool = True, cache: TuningCache = tuning.cache) -> Ch
 
 def store(
     key: Key, winner: Choice, times: Mapping[Choice, int], kernel: str, device: str,
-    seconds: float, disk: bool = True, cache: TuningCache = tuning.cache,
+    seconds: float, disk: bool = True, cache: TuningCache | None = None,
 ) -> None:  # fmt: skip
-    """Keep ``winner`` under ``key`` with what was measured (on disk too where ``disk``):
-    ``times`` in nanoseconds per plan, ``kernel`` and ``device`` named for ``zyx tune``."""
+    """Keep ``winner`` under ``key`` with what was measured (on disk too where ``disk``; in
+    ``cache``, else the process's tuning cache as it is now): ``times`` in nanoseconds per
+    plan, ``kernel`` and ``device`` named for ``zyx tune``."""
+    cache = tuning.cache if cache is None else cache
     measured = {c.text(): ns for c, ns in times.items()}
     cache.put(key, Entry(winner.text(), measured, kernel, device, seconds), disk=disk)
