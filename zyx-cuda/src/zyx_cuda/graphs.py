@@ -159,8 +159,12 @@ class GraphRecording(Recording):
         )
 
     def _layout_now(self) -> Layout:
-        working = [0 not in program.groups(args) for program, args in self.launches]
-        return self._sharing()[0], working
+        return self._sharing()[0], [self._works(i) for i in range(len(self.launches))]
+
+    def _works(self, launch: int) -> bool:
+        """Whether launch ``launch`` has work-groups (a kernel node; else an empty one)."""
+        program, args = self.launches[launch]
+        return 0 not in program.groups(args)
 
     def _sharing(self) -> tuple[tuple[int, ...], list[Buffer]]:
         """Each buffer argument of each launch, in order, as the number of its buffer's first
@@ -179,8 +183,7 @@ class GraphRecording(Recording):
         sharing, buffers = self._sharing()
         working = self._layout[1].copy()
         for i in self._rebound:
-            program, args = self.launches[i]
-            working[i] = 0 not in program.groups(args)
+            working[i] = self._works(i)
         if (sharing, working) != self._layout:
             self._discard()
             self._build()
