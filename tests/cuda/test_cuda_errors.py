@@ -59,22 +59,26 @@ def test_without_a_driver_cuda_is_quarantined_and_the_host_works(
 
 @pytest.mark.gpu
 def test_an_illegal_address_surfaces_at_the_next_read(gpu: None, tmp_path: Path) -> None:
+    """A scatter through loaded indices (which the launch check cannot see: a static
+    out-of-bounds store is refused before the launch) faults on the GPU."""
     out = run_python(
         """
         import numpy as np
         from zyx.dtypes import DType
         from zyx.errors import BackendError
-        from zyx.ir import KernelBuilder, ParamKind
+        from zyx.ir import INDEX, KernelBuilder, ParamKind
         from zyx_cuda.device import CudaDevice
 
         kb = KernelBuilder("wild")
         out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+        where = kb.param(INDEX)
         i = kb.local(0, 32)
-        out[i + (1 << 40)] = 1.0
+        out[where[i]] = 1.0
         device = CudaDevice(0)
         program = device.compile(kb.build())
-        buf = device.pool.allocate(128)
-        device.launch(program, [buf])
+        buf, far = device.pool.allocate(128), device.pool.allocate(32 * 8)
+        device.pool.write(far, np.full(32, 1 << 40, np.int64))
+        device.launch(program, [buf, far])
         try:
             device.pool.read(buf, np.empty(32, np.float32))
         except BackendError as error:
