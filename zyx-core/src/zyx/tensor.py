@@ -11,6 +11,7 @@ Operators and methods are the namespace's functions (``zyx.array``) underneath.
 from __future__ import annotations
 
 import sys
+import weakref
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -346,9 +347,21 @@ def resolve_device(device: Any) -> Device:
     raise TypeError(f"device must be a zyx device, a device name or None, got {device!r:.60}")
 
 
+_supported: weakref.WeakKeyDictionary[Device, set[tuple[DType, DTypeCapability]]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per device, the (dtype, capability) pairs ``require`` found supported: every op asks, and
+a ``Flag``'s ``in`` runs Python code that cost a third of recording ``a + b``."""
+
+
 def require(device: Device, dtype: DType, capability: DTypeCapability, what: str) -> None:
     """Raise ``DTypeError`` unless ``device`` can do ``capability`` with ``dtype``."""
-    if not device.info.supports(dtype, capability):
+    known = _supported.get(device)
+    if known is not None and (dtype, capability) in known:
+        return
+    if device.info.supports(dtype, capability):
+        _supported.setdefault(device, set()).add((dtype, capability))
+    else:
         have = [_name(d) for d in DType if device.info.supports(d, capability)]
         need = {DTypeCapability.STORAGE: "arrays of", DTypeCapability.ARITHMETIC: "arithmetic on",
                 DTypeCapability.MATH: "math functions on"}.get(capability, "")  # fmt: skip
@@ -384,7 +397,10 @@ def check_scalar(value: Any, dtype: DType, what: str) -> PyScalar:
     """``value`` as the Python number a ``dtype`` array takes in an op, by the standard's
     rule: bool with bool, int with integer or floating, float with floating arrays (a
     numpy scalar counts as the Python number it holds)."""
-    if _is_numpy_scalar(value):
+    kind = type(value)
+    if kind is float and dtype.is_float:  # the common case, first: nothing more to check
+        return value  # type: ignore[no-any-return]
+    if kind is not int and kind is not bool and _is_numpy_scalar(value):
         value = value.item()
     kind_ok = (
         isinstance(value, bool) if dtype is DType.BOOL
@@ -407,7 +423,12 @@ def check_scalar(value: Any, dtype: DType, what: str) -> PyScalar:
 def scalar_tensor(value: Any, dtype: DType, device: Device, what: str) -> Tensor:
     """``value`` as a 0-D array of ``dtype``: a kernel argument (a ``SCALAR`` node), so
     that other values reuse the kernel."""
+    return Tensor(scalar_node(value, dtype, device, what))
+
+
+def scalar_node(value: Any, dtype: DType, device: Device, what: str) -> Node:
+    """The node of ``scalar_tensor``."""
     number = check_scalar(value, dtype, what)
     if dtype.is_float:
         number = float(number)
-    return Tensor(nodes.scalar(number, dtype, device))
+    return nodes.scalar(number, dtype, device)

@@ -25,7 +25,7 @@ from zyx.graph import nodes
 from zyx.graph.nodes import Node, Op
 from zyx.graph.views import View
 from zyx.ir.ops import BOp, UOp
-from zyx.tensor import Tensor, is_scalar, require, same_device, scalar_tensor
+from zyx.tensor import Tensor, is_scalar, require, same_device, scalar_node
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
@@ -111,12 +111,13 @@ def _binary(
         raise TypeError(f"{name} needs at least one array, got {type(x1).__name__} and "
                         f"{type(x2).__name__}")  # fmt: skip
     if not isinstance(x1, Tensor):
-        x1 = _scalar_operand(name, x1, x2)
+        a, b = _scalar_operand(name, x1, x2), x2.node
     elif not isinstance(x2, Tensor):
-        x2 = _scalar_operand(name, x2, x1)
-    if x1.device is not x2.device:
-        same_device(name, x1, x2)
-    a, b = x1.node, x2.node
+        a, b = x1.node, _scalar_operand(name, x2, x1)
+    else:
+        if x1.device is not x2.device:
+            same_device(name, x1, x2)
+        a, b = x1.node, x2.node
     if a.dtype is b.dtype:
         dtype = a.dtype
     else:
@@ -127,18 +128,18 @@ def _binary(
         a, b = nodes.cast(a, dtype), nodes.cast(b, dtype)
     _check_kind(name, dtype, kinds)
     cap = DTypeCapability.MATH if math_op else DTypeCapability.ARITHMETIC
-    require(x1.device, dtype, cap, name)
+    require(a.device, dtype, cap, name)
     if a.shape != b.shape:
         shape = broadcast_shapes(a.shape, b.shape, what=name)
         a, b = broadcast_node(a, shape), broadcast_node(b, shape)
     return a, b, dtype
 
 
-def _scalar_operand(name: str, value: Any, other: Tensor) -> Tensor:
-    """A Python scalar beside the array ``other``: a 0-D array of ``other``'s dtype."""
+def _scalar_operand(name: str, value: Any, other: Tensor) -> Node:
+    """A Python scalar beside the array ``other``: a 0-D node of ``other``'s dtype."""
     if not is_scalar(value):
         raise TypeError(f"{name} takes arrays and Python scalars, got {type(value).__name__}")
-    return scalar_tensor(value, other.dtype, other.device, name)
+    return scalar_node(value, other.dtype, other.device, name)
 
 
 def _elementwise_unary(

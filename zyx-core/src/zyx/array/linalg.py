@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from functools import lru_cache
 
 from zyx.array.dtypes import promote
-from zyx.array.manipulation import broadcast_node, broadcast_shapes, normalize_axis
+from zyx.array.manipulation import (
+    broadcast_node,
+    broadcast_shapes,
+    broadcast_view,
+    normalize_axis,
+)
 from zyx.dtypes import DType, DTypeCapability
 from zyx.graph import nodes
 from zyx.graph.nodes import Node, ReduceOp
@@ -53,25 +59,51 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
     dtype = _operands("matmul", x1, x2)
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("matmul does not take 0-D arrays (the standard); use multiply")
-    a, b = nodes.cast(x1.node, dtype), nodes.cast(x2.node, dtype)
-    a = nodes.reshape(a, (1,) + a.shape) if x1.ndim == 1 else a
-    b = nodes.reshape(b, b.shape + (1,)) if x2.ndim == 1 else b
-    n, k = a.shape[-2:]
-    k2, m = b.shape[-2:]
+    left, right, out = _matmul_views(x1.shape, x2.shape)
+    a = nodes.view(nodes.cast(x1.node, dtype), left)
+    b = nodes.view(nodes.cast(x2.node, dtype), right)
+    product = nodes.binary(BOp.MUL, a, b, dtype)
+    total = nodes.reduce(ReduceOp.SUM, product, (len(product.shape) - 1,), dtype)
+    return Tensor(nodes.reshape(total, out))
+
+
+@lru_cache(maxsize=1024)
+def _matmul_views(
+    shape1: tuple[int, ...], shape2: tuple[int, ...]
+) -> tuple[View, View, tuple[int, ...]]:
+    """The views ``matmul`` reads its operands of ``shape1`` and ``shape2`` through, as
+    (..., n, 1, k) * (..., 1, m, k) summed over k, and the result's shape. Memoized: a
+    program multiplies the same shapes again each call, and composing the views (a reshape,
+    a transpose and a broadcast each) cost most of recording a matmul."""
+    a = (1,) + shape1 if len(shape1) == 1 else shape1
+    b = shape2 + (1,) if len(shape2) == 1 else shape2
+    n, k = a[-2:]
+    k2, m = b[-2:]
     if k != k2:
-        raise ValueError(f"matmul: shapes {x1.shape} and {x2.shape} do not align ({k} != {k2})")
-    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], what="matmul")
-    # (..., n, 1, k) * (..., 1, m, k), summed over k.
-    left = nodes.reshape(a, a.shape[:-1] + (1, k))
-    bt = _permuted(b, _swap_last(len(b.shape)))
-    right = nodes.reshape(bt, bt.shape[:-2] + (1,) + bt.shape[-2:])
+        raise ValueError(f"matmul: shapes {shape1} and {shape2} do not align ({k} != {k2})")
+    batch = broadcast_shapes(a[:-2], b[:-2], what="matmul")
     shape = batch + (n, m, k)
-    out = _contract(left, right, shape, (len(shape) - 1,), dtype)
-    if x1.ndim == 1:
-        out = nodes.reshape(out, out.shape[:-2] + out.shape[-1:])
-    if x2.ndim == 1:
-        out = nodes.reshape(out, out.shape[:-1])
-    return Tensor(out)
+    left = _squeezed(View.identity(shape1), a[:-1] + (1, k))
+    bt = _squeezed(View.identity(shape2), b).permute(_swap_last(len(b)))
+    right = _squeezed(bt, bt.shape[:-2] + (1,) + bt.shape[-2:])
+    out = batch + (n, m)
+    if len(shape1) == 1:
+        out = out[:-2] + out[-1:]
+    if len(shape2) == 1:
+        out = out[:-1]
+    return _broadcast(left, shape), _broadcast(right, shape), out
+
+
+def _squeezed(view: View, shape: tuple[int, ...]) -> View:
+    """``view`` reshaped to ``shape``, which only adds or drops size-1 dims."""
+    squeezed = view.squeeze_to(shape)
+    assert squeezed is not None
+    return squeezed
+
+
+def _broadcast(view: View, shape: tuple[int, ...]) -> View:
+    """``view`` broadcast to ``shape``."""
+    return view if view.shape == shape else broadcast_view(view.shape, shape).after(view)
 
 
 def _swap_last(ndim: int) -> tuple[int, ...]:

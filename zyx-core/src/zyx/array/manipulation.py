@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from functools import lru_cache
 from math import prod
 from typing import Any
 
@@ -67,12 +68,18 @@ def broadcast_node(node: Node, shape: tuple[int, ...]) -> Node:
     """``node`` broadcast to ``shape`` (a view; ``node`` itself where the shape is its own)."""
     if node.shape == shape:
         return node
-    lead = len(shape) - len(node.shape)
+    return nodes.view(node, broadcast_view(node.shape, shape))
+
+
+@lru_cache(maxsize=4096)
+def broadcast_view(source: tuple[int, ...], shape: tuple[int, ...]) -> View:
+    """The view broadcasting ``source`` to ``shape``; memoized, as the views are (every
+    binary op with a scalar, every matmul, broadcasts)."""
+    lead = len(shape) - len(source)
     terms = tuple(
-        Term(lead + j) if n == shape[lead + j] else Term(None, 0, 0)
-        for j, n in enumerate(node.shape)
+        Term(lead + j) if n == shape[lead + j] else Term(None, 0, 0) for j, n in enumerate(source)
     )
-    return nodes.view(node, View(shape, node.shape, terms))
+    return View(shape, source, terms)
 
 
 def _view(x: Tensor, v: View) -> Tensor:
