@@ -94,31 +94,37 @@ def _measure(space: search.Generated, name: str, side: int) -> dict[str, Any]:
         times = _sweep(space)
     default = space.variants()[0]
     best = min(times, key=times.__getitem__)
+    name_of = _short
     row = {
         "device": device.name,
         "device_name": device.info.name,
         "workload": name,
         "shape": [side, side],
         "kernel": space.name,
-        "default": default,
+        "default": name_of(default),
         "search_s": round(seconds, 3),
-        "search_winner": planned.winner,
+        "search_winner": name_of(planned.winner),
         "search_timed": len(planned.times),
-        "times_ns": {str(k): v for k, v in times.items()},
-        "best": best,
+        "times_ns": {name_of(k): v for k, v in times.items()},
+        "best": name_of(best),
         "speedup_best": round(times[default] / times[best], 3),
         "speedup_search": round(times[default] / times[planned.winner], 3),
     }
     print(
-        f"{device.name:10} {name:24} default {default:4} {times[default] / 1e3:10.1f} us"
-        f"  best {best:4} {times[best] / 1e3:10.1f} us ({row['speedup_best']:.2f}x)"
-        f"  search {seconds:.2f} s -> {planned.winner} ({row['speedup_search']:.2f}x)",
+        f"{device.name:10} {name:24} default {row['default']:>7} {times[default] / 1e3:10.1f} us"
+        f"  best {row['best']:>7} {times[best] / 1e3:10.1f} us ({row['speedup_best']:.2f}x)"
+        f"  search {seconds:.2f} s -> {row['search_winner']} ({row['speedup_search']:.2f}x)",
         flush=True,
     )
     return row
 
 
-def _sweep(space: search.Generated, rounds: int = 7) -> dict[int, int]:
+def _short(variant: search.Layout) -> str:
+    """``256x4``: work-items per group by elements per trip."""
+    return f"{variant.local}x{variant.unroll}"
+
+
+def _sweep(space: search.Generated, rounds: int = 7) -> dict[search.Layout, int]:
     """Every variant's best time over ``rounds`` rounds, each round timing every variant
     once in turn (a machine's load drifts across all of them alike)."""
     timers = {v: space.timer(v) for v in space.variants()}
@@ -141,7 +147,7 @@ def schema_rows(row: dict[str, Any]) -> list[results.Row]:
          f"search {row['search_s']} s, {row['search_timed']} variants timed"),
         (f"zyx best of the sweep ({row['best']})", row["best"], ""),
     ]  # fmt: skip
-    return [results.row(workload, who, times[str(v)] / 1e3, "µs", note) for who, v, note in picks]
+    return [results.row(workload, who, times[v] / 1e3, "µs", note) for who, v, note in picks]
 
 
 def main(names: list[str]) -> None:

@@ -23,7 +23,7 @@ from zyx.config import AutotuneSection
 from zyx.dtypes import DType
 from zyx.errors import BackendError
 from zyx.graph.cpu import cpu_layout
-from zyx.graph.lower import KernelSpec
+from zyx.graph.lower import UNROLL, UNROLLS, KernelSpec, resident
 from zyx.graph.schedule import Graph, schedule
 from zyx.ir.builder import KernelBuilder
 from zyx.ir.ops import Kernel, ParamKind
@@ -258,7 +258,8 @@ def test_host_kernels_have_nothing_to_search() -> None:
     node = zyx.sum(x, axis=1).node.srcs[0]
     spec = KernelSpec(node, [node], group=True)
     device = zyx.device("host")
-    assert search.Generated(spec, lambda n: False, 256, device.compile).variants() == [256]
+    variants = search.Generated(spec, lambda n: False, 256, device.compile).variants()
+    assert variants == [search.Layout(256)]
 
 
 def test_generated_kernels_are_searched_once(array_device: Device, autotune: None) -> None:
@@ -348,6 +349,22 @@ def test_the_extreme_local_sizes_compute_what_numpy_does(
     assert_close(out.numpy(), expected, DType.F32, f"{kind}, {pick.__name__} per group")
 
 
+@pytest.mark.parametrize("kind", [*KINDS, "total sum"])
+@pytest.mark.parametrize("unroll", UNROLLS)
+def test_every_unroll_computes_what_numpy_does(
+    array_device: Device, kind: str, unroll: int
+) -> None:
+    """Every kernel of the program at each unroll a GPU's search tries, on any device:
+    rows (and a total's chunks) that end inside a trip of the loop."""
+    program, reference = KINDS.get(kind, (zyx.sum, np.sum))
+    shape = (700, 300) if kind == "total sum" else (389, 300)
+    values = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    out = program(zyx.asarray(values, device=array_device))
+    _run_with(array_device, out.node, lambda variants: search.Layout(variants[0].local, unroll))
+    expected = reference(values.astype(np.float64))
+    assert_close(out.numpy(), expected, DType.F32, f"{kind}, unroll {unroll}")
+
+
 def test_a_plan_cache_hit_never_reaches_search_or_the_disk(
     array_device: Device, autotune: None
 ) -> None:
@@ -385,11 +402,27 @@ def test_generated_variants_are_powers_of_two_within_the_device_nearest_the_defa
     x = zyx.asarray(np.ones((512, 512), np.float32), device=array_device)
     node = zyx.sum(x, axis=1).node.srcs[0]  # the reduction under the keepdims view
     spec = KernelSpec(node, [node], group=True)
-    sizes = search.Generated(spec, lambda n: False, 256, array_device.compile).variants()
+    variants = search.Generated(spec, lambda n: False, 256, array_device.compile).variants()
+    sizes = [v.local for v in variants]
     info = array_device.info
     limit = min(info.max_local_threads, info.max_local_work_dims[0], search.MAX_LOCAL)
-    assert sizes[0] == 256 and len(set(sizes)) == len(sizes) and sizes[1] == 128
+    assert variants[0] == search.Layout(256, UNROLL) and len(set(variants)) == len(variants)
     assert all(s & (s - 1) == 0 and search.MIN_LOCAL <= s <= limit for s in sizes)
     assert set(sizes) == {1 << p for p in range(5, limit.bit_length())}
-    ratios = [abs(np.log2(s / 256)) for s in sizes]
+    ratios = [abs(np.log2(v.local / 256)) + abs(np.log2(v.unroll / UNROLL)) for v in variants]
     assert ratios == sorted(ratios)
+    # A GPU also tries more elements per trip of the row's loop; a CPU's OpenCL only the one.
+    unrolls = set(UNROLLS) if info.warp_size > 1 else {UNROLL}
+    assert {v.unroll for v in variants} == unrolls
+
+
+def test_only_a_row_read_in_a_loop_has_an_unroll_to_search() -> None:
+    """A softmax row of 16384 that 1024 work-items hold in registers (``RESIDENT``) has no
+    loop, so no unroll to search; at 512 work-items the passes loop over the row."""
+    x = zyx.asarray(np.ones((4, 16384), np.float32), device="host")
+    (spec,) = schedule(Graph([_softmax(x).node])).steps
+    assert isinstance(spec, KernelSpec) and spec.group and len(spec.passes) == 2
+    assert resident(spec, 1024) and not resident(spec, 512)
+    row_sum = zyx.sum(x, axis=1).node
+    (single,) = schedule(Graph([row_sum])).steps
+    assert isinstance(single, KernelSpec) and not resident(single, 1024)  # read once

@@ -49,7 +49,7 @@ from zyx import tuning
 from zyx.allocator import allocator
 from zyx.errors import BackendError
 from zyx.graph.cpu import CpuLowerer, cpu_layout
-from zyx.graph.lower import KernelSpec, Lowered, Lowerer
+from zyx.graph.lower import UNROLL, UNROLLS, KernelSpec, Lowered, Lowerer, resident
 from zyx.graph.nodes import Node, Op
 
 if TYPE_CHECKING:
@@ -243,10 +243,22 @@ def timed(device: Device, launches: Launches) -> Timer:
     return lambda: sum(device.launch_timed(program, args) for program, args in launches)
 
 
+@dataclass(frozen=True, order=True)
+class Layout:
+    """A variant of a generated kernel: how its work is laid out, not what it computes."""
+
+    local: int
+    """Work-items per group."""
+    unroll: int = UNROLL
+    """Elements a work-item reads per trip of its loop (``Lowerer``'s ``unroll``)."""
+
+
 class Generated:
     """The space of a kernel the scheduler emitted: its local size (work-items per group),
     powers of two from ``MIN_LOCAL`` to the device's limit (at most ``MAX_LOCAL``), the
-    runtime's rule (``default``, a power of two) first; the default alone under
+    runtime's rule (``default``, a power of two) first, and on a GPU (a warp of more than
+    one) each with the elements per trip ``UNROLLS`` where its kernel has a loop to unroll
+    (a map kernel, a reduce kernel whose row is not resident); the default alone under
     ``MIN_ELEMENTS``, and on the host (``zyx.graph.cpu``: a group is one work-item).
 
     Timing binds the kernel's realized inputs and scalars as they are, and zero-filled
@@ -266,7 +278,7 @@ class Generated:
         self.is_input = is_input
         self.default = default
         self.compile = compile
-        self._lowered: dict[int, Lowered] = {}
+        self._lowered: dict[Layout, Lowered] = {}
         self._scratch: dict[int, Buffer] = {}
 
     @property
@@ -275,49 +287,58 @@ class Generated:
 
     @property
     def name(self) -> str:
-        return self.lowered(self.default).kernel.name
+        return self.lowered(Layout(self.default)).kernel.name
 
-    def variants(self) -> list[int]:
-        """The default, then the others nearest it first (by factors of two): those a
-        budget leaves untried are the least likely to win."""
+    def variants(self) -> list[Layout]:
+        """The default, then the others nearest it first (by factors of two in both the
+        local size and the unroll): those a budget leaves untried are the least likely
+        to win."""
+        first = Layout(self.default)
         reduction = self.spec.reduction
         if (prod(reduction[0]) if reduction else self.spec.output.size) < MIN_ELEMENTS:
-            return [self.default]
+            return [first]
         if cpu_layout(self.device):  # one work-item per group: the local size is no variant
-            return [self.default]
+            return [first]
         info = self.device.info
         limit = min(info.max_local_threads, info.max_local_work_dims[0], MAX_LOCAL)
-        sizes, size = [], MIN_LOCAL
+        layouts: list[Layout] = []
+        size = MIN_LOCAL
         while size <= limit:
-            sizes.append(size)
+            unrolls = UNROLLS if info.warp_size > 1 and self._loops(size) else (UNROLL,)
+            layouts.extend(Layout(size, u) for u in unrolls)
             size *= 2
-        others = sorted((s for s in sizes if s != self.default), key=self._distance)
-        return [self.default, *others]
+        others = sorted((v for v in layouts if v != first), key=self._distance)
+        return [first, *others]
 
-    def _distance(self, size: int) -> tuple[float, int]:
-        return (abs(log2(size / self.default)), size)
+    def _loops(self, local: int) -> bool:
+        """Whether the kernel at ``local`` work-items per group has a loop to unroll."""
+        return self.spec.reduction is None or not resident(self.spec, local)
+
+    def _distance(self, v: Layout) -> tuple[float, int, int]:
+        return (abs(log2(v.local / self.default)) + abs(log2(v.unroll / UNROLL)), v.local, v.unroll)
 
     def key(self) -> str:
         """The kernel's IR and its sizes (shape numbers, strides, offsets) each rounded up
         to a power of two: the shapes of one such bucket share a winner, so a program of
         many shapes searches each bucket once, not each shape."""
-        lowered = self.lowered(self.default)
+        lowered = self.lowered(Layout(self.default))
         sizes = tuple(_bucket(a) for a in lowered.args if not isinstance(a, Node))
         return repr((lowered.kernel.ops, sizes))
 
-    def lowered(self, local: int) -> Lowered:
-        """The kernel with ``local`` work-items per group (lowered once)."""
-        found = self._lowered.get(local)
+    def lowered(self, variant: Layout) -> Lowered:
+        """The kernel laid out as ``variant`` says (lowered once)."""
+        found = self._lowered.get(variant)
         if found is None:
             make = CpuLowerer if cpu_layout(self.device) else Lowerer
-            found = self._lowered[local] = make(self.spec, self.is_input, local).lower()
+            lowerer = make(self.spec, self.is_input, variant.local, variant.unroll)
+            found = self._lowered[variant] = lowerer.lower()
         return found
 
-    def timer(self, variant: int) -> Timer:
+    def timer(self, variant: Layout) -> Timer:
         return timed(self.device, self.launches(variant))
 
-    def launches(self, variant: int) -> Launches:
-        """The kernel with ``variant`` work-items per group, compiled, and its arguments for
+    def launches(self, variant: Layout) -> Launches:
+        """The kernel laid out as ``variant`` says, compiled, and its arguments for
         timing."""
         lowered = self.lowered(variant)
         return [(self.compile(lowered.kernel), [self._bind(a) for a in lowered.args])]

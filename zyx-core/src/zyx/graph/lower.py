@@ -51,8 +51,14 @@ MAP_LOCAL = 256
 """Work-items per group of a map or thread-reduce kernel."""
 
 UNROLL = 4
-"""Elements a reduce kernel's work-item reads per trip of its loop: independent reads in
-flight, which a GPU needs to reach its memory bandwidth from few work-items per row."""
+"""Elements a reduce kernel's work-item reads per trip of its loop (a map kernel's
+work-item: in all), by default: independent reads in flight, which a GPU needs to reach
+its memory bandwidth from few work-items per row. Kernel search tries ``UNROLLS``."""
+
+UNROLLS = (4, 8, 16)
+"""The elements per trip (``Lowerer``'s ``unroll``) that kernel search tries: more reads in
+flight per work-item where few work-items fit on a compute unit (a work-group of 1024
+with 40 registers each is the only one on an H200 SM), at the cost of registers."""
 
 
 RESIDENT = 16
@@ -161,10 +167,11 @@ class Index:
 class Lowerer:
     """Builds the expressions of one kernel, then writes its IR."""
 
-    def __init__(self, spec: KernelSpec, is_input: Any, local: int) -> None:
+    def __init__(self, spec: KernelSpec, is_input: Any, local: int, unroll: int = UNROLL) -> None:
         self.spec = spec
         self.is_input = is_input
         self.local = local
+        self.unroll = unroll
         self.x = Exprs()
         self.args: list[Any] = []
         self.sym_args: list[Any] = []
@@ -403,29 +410,29 @@ class Lowerer:
         return self._map() if self.spec.reduction is None else self._reduce()
 
     def _map(self) -> Lowered:
-        """``UNROLL`` elements per work-item, ``local`` apart (each group's reads and writes
+        """``unroll`` elements per work-item, ``local`` apart (each group's reads and writes
         stay contiguous), read at clamped positions so the reads have no branch and are in
         flight together; only the stores are guarded."""
-        x, out, local = self.x, self.spec.output, self.local
+        x, out, local, unroll = self.x, self.spec.output, self.local, self.unroll
         n = self.count(out.size)
         gid, lid = x.special("gid", 0), x.special("lid", 0)
-        base = x.add(x.mul(gid, x.const(local * UNROLL)), lid)
+        base = x.add(x.mul(gid, x.const(local * unroll)), lid)
         sizes = self.sizes(out.shape)
         steps = []
-        for u in range(UNROLL):
+        for u in range(unroll):
             i = x.add(base, x.const(u * local))
             valid = x.lt(i, n)
             at = Index(x, sizes, flat=x.where(valid, i, x.const(0)))
             steps.append((valid, at.flat, self.value(out, at)))
         slot = self.slot(out, ParamKind.GLOBAL_MUT)
         emit, kb = self._begin("e")
-        emit.bind(gid, kb.group(0, ceil_div(self._syms[n.arg], local * UNROLL)))
+        emit.bind(gid, kb.group(0, ceil_div(self._syms[n.arg], local * unroll)))
         emit.bind(lid, kb.local(0, local))
         values = [emit.value(value) for _, _, value in steps]
         for (valid, i, _), value in zip(steps, values):
             with kb.if_(emit.value(valid)), emit.scope():
                 kb.store(self._buffers[slot], emit.value(i), value)
-        return Lowered(kb.build(), self.args + self.sym_args, -(-out.size // (local * UNROLL)))
+        return Lowered(kb.build(), self.args + self.sym_args, -(-out.size // (local * unroll)))
 
     def count(self, value: int) -> Expr:
         """A ``Variable`` for a work count, even where it is 1 (a group count is one)."""
@@ -470,15 +477,13 @@ class Lowerer:
             return Index(x, sizes, dims=dims, flat=flat)
 
         out = spec.output
-        row_output = chunked or (out.size == rows_n and out.shape != full)
+        row_output = _row_output(spec)
         spacing = local if spec.group else 1  # between a work-item's elements of the row
         lane = lid if spec.group else x.const(0)  # its first element
-        reads = len(spec.passes) + (not row_output)
-        resident = spec.group and reads > 1 and size_n <= RESIDENT * spacing
-        slots = RESIDENT if resident else None
+        slots = RESIDENT if resident(spec, local) else None
 
         def steps(loop: int, source: Node, acc: DType | None) -> _Pass:
-            """``UNROLL`` elements per trip of loop ``loop`` (or, for a resident row, the
+            """``unroll`` elements per trip of loop ``loop`` (or, for a resident row, the
             work-item's ``slots`` elements, the same in every pass): read at a clamped
             position (so that the reads have no branch and run in parallel),
             ``identity`` where the position is past the row."""
@@ -486,7 +491,7 @@ class Lowerer:
             starts = [x.const(0)] * (slots or 0)
             if slots is None:
                 j = x.special("loop", loop, depth=1)
-                starts = [x.mul(j, x.const(spacing * UNROLL))] * UNROLL
+                starts = [x.mul(j, x.const(spacing * self.unroll))] * self.unroll
             out = _Pass(j, [])
             for u, first in enumerate(starts):
                 offset = x.add(x.add(first, x.const(u * spacing)), lane)  # in the line
@@ -580,7 +585,7 @@ class _Writer:
     def trips(self) -> Value:
         """Loop trips over the row: all its elements, or a work-group's share, in steps."""
         x = self.low.x
-        step = (self.low.local if self.group else 1) * UNROLL
+        step = (self.low.local if self.group else 1) * self.low.unroll
         return self.emit.value(x.div(x.add(self.size, x.const(step - 1)), x.const(step)))
 
     @contextmanager
@@ -713,6 +718,24 @@ def _equal(kb: KernelBuilder, a: Value, b: Value) -> Value:
     if not a.dtype.is_float:
         return a.eq(b)
     return kb.binary(BOp.OR, a.eq(b), kb.binary(BOp.AND, a.ne(a), b.ne(b)))
+
+
+def _row_output(spec: KernelSpec) -> bool:
+    """Whether a reduce kernel writes one element per row (or per chunk of a row), not
+    the full shape."""
+    full, axes = spec.reduction  # type: ignore[misc]
+    rows = prod(n for d, n in enumerate(full) if d not in axes)
+    out = spec.output
+    return spec.chunks > 1 or (out.size == rows and out.shape != full)
+
+
+def resident(spec: KernelSpec, local: int) -> bool:
+    """Whether a reduce kernel of ``local`` work-items per group keeps its row in
+    registers (the module docstring): a group reads the row more than once, and each
+    work-item's share fits in ``RESIDENT``. Its passes then have no loop (nor an unroll)."""
+    full, axes = spec.reduction  # type: ignore[misc]
+    reads = len(spec.passes) + (not _row_output(spec))
+    return spec.group and reads > 1 and prod(full[d] for d in axes) <= RESIDENT * local
 
 
 def _unsliced(t: Term, v: View, j: int) -> bool:
