@@ -1,7 +1,9 @@
 """``zyx.ir.Mma`` and ``zyx.ir.LdMatrix`` on CUDA: they render as inline PTX ``mma.sync`` and
 ``ldmatrix`` that NVRTC compiles for sm_80 and sm_90 (no GPU needed: CI runs these); on a
 GPU, each warp's product matches numpy in float64, and each lane holds what the interpreter
-says it does (tests/core/test_ir_mma.py)."""
+says it does (tests/core/test_ir_mma.py). ``zyx.ir.CopyAsync`` renders as ``cp.async`` from
+sm_80, plain copies below, and a pipeline of them matches the interpreter's result
+(tests/core/test_ir_copies.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from zyx.graph.claims import matmuls
 from zyx.graph.schedule import Graph
 from zyx.ir import Kernel
 from zyx.ir.interpreter import interpret
-from zyx.testing.kernels import warp_ldmatrix, warp_mma
+from zyx.testing.kernels import staged_copies, staged_copies_expected, warp_ldmatrix, warp_mma
 from zyx.testing.numerics import assert_close, random
 
 pytest.importorskip("cuda.bindings.nvrtc")
@@ -116,3 +118,33 @@ def test_a_matmul_moves_its_operands_as_held(
     assert source.code.count("__bfloat162float(") == source.code.count("__float2bfloat16_rn(") // 2
     assert "__bfloat162float(p0" not in source.code and "__bfloat162float(p1" not in source.code
     assert Compiler((9, 0)).compile(source).format == "cubin"
+
+
+@pytest.mark.parametrize("arch", [(9, 0), (8, 0), (7, 5)], ids=lambda a: f"sm_{a[0]}{a[1]}")
+@pytest.mark.parametrize(("dtype", "count"), [(DType.BF16, 8), (DType.F32, 1), (DType.F16, 4)],
+                         ids=str)  # fmt: skip
+def test_copies_compile_to_cp_async(
+    dtype: DType, count: int, arch: tuple[int, int], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """``cp.async`` from sm_80 (``.cg`` for 16 bytes), plain copies below it."""
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
+    source = CudaDialect().render(staged_copies(dtype, count, 5, 3))
+    assert "zyx_copy_async<" in source.code and "zyx_wait_copies<1>()" in source.code
+    assert Compiler(arch).compile(source).format == "cubin"
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_a_pipeline_of_copies_matches_the_interpreter(device: CudaDevice, stages: int) -> None:
+    count, tiles = 8, 7
+    x = random(np.random.default_rng(stages), DType.BF16, tiles * 32 * count, -2.0, 2.0)
+    got = np.zeros_like(x)
+    x_buf, out = device.pool.allocate(x.nbytes), device.pool.allocate(got.nbytes)
+    try:
+        device.pool.write(x_buf, x)
+        device.launch(device.compile(staged_copies(DType.BF16, count, tiles, stages)), [x_buf, out])
+        device.pool.read(out, got)
+    finally:
+        device.pool.release(x_buf)
+        device.pool.release(out)
+    np.testing.assert_array_equal(got, staged_copies_expected(x, count))

@@ -16,6 +16,11 @@ An ``Mma`` is inline PTX ``mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf1
 (sm_80 for bf16), its fragments' pairs of 16-bit elements packed into 32-bit registers
 (the lower half the element of lower index, as PTX has them).
 
+A ``CopyAsync`` is PTX's ``cp.async`` (``.cg`` for 16 bytes, bypassing L1, else ``.ca``;
+the source size 0 where its condition is false, which fills zeros), ``CommitCopies`` and
+``WaitCopies`` its ``commit_group`` and ``wait_group``; below sm_80, and bounds-checked,
+copies at once (``zyx.codegen.c``).
+
 Bounds-checked (``bounds_checked``), a kernel takes ``long long* zyx_err`` and a ``long long``
 element count per buffer param after its own params (``zyx.codegen.c``).
 """
@@ -24,7 +29,19 @@ from __future__ import annotations
 
 from zyx.codegen.c import CDialect
 from zyx.dtypes import DType
-from zyx.ir.ops import Define, Kernel, LdMatrix, Mma, Range, Ref, Scope, Storage
+from zyx.ir.ops import (
+    CopyAsync,
+    Define,
+    Kernel,
+    LdMatrix,
+    Mma,
+    Range,
+    Ref,
+    Scope,
+    Storage,
+    WaitCopies,
+    always,
+)
 
 _STORAGE = {
     DType.BOOL: "bool", DType.U8: "unsigned char", DType.U16: "unsigned short",
@@ -101,6 +118,42 @@ template <typename T> static __device__ __forceinline__ void zyx_unpair(unsigned
 """
 
 
+_COPY_HELPERS = """\
+template <int N> struct alignas(N) zyx_bytes { unsigned w[N / 4]; };
+template <int N> static __device__ __forceinline__ void zyx_copy_async(void* dst, const void* src,
+                                                                      bool valid) {
+#if __CUDA_ARCH__ >= 800
+  unsigned at = (unsigned)__cvta_generic_to_shared(dst);
+  if constexpr (N == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"(at), "l"(src), "r"(valid ? 16 : 0) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;"
+                 :: "r"(at), "l"(src), "n"(N), "r"(valid ? N : 0) : "memory");
+  }
+#else
+  *(zyx_bytes<N>*)dst = valid ? *(const zyx_bytes<N>*)src : zyx_bytes<N>{};
+#endif
+}
+static __device__ __forceinline__ void zyx_commit_copies() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int P> static __device__ __forceinline__ void zyx_wait_copies() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" :: "n"(P) : "memory");
+#endif
+}
+"""
+"""``cp.async`` and its groups, with their synchronous stand-ins below sm_80."""
+
+
+def _copies(kernel: Kernel) -> bool:
+    """Whether ``kernel`` has a ``CopyAsync``."""
+    return any(isinstance(op, CopyAsync) for op in kernel.ops)
+
+
 def _warp_matrices(kernel: Kernel) -> bool:
     """Whether ``kernel`` has an ``Mma`` or ``LdMatrix``."""
     return any(isinstance(op, (Mma, LdMatrix)) for op in kernel.ops)
@@ -131,6 +184,8 @@ class CudaDialect(CDialect):
             lines.append(f"extern __shared__ __align__({_SHARED_ALIGN}) char {_SHARED}[];")
         if _warp_matrices(kernel):
             lines.append(_PACK_HELPER)
+        if _copies(kernel) and not self.bounds_checked:
+            lines.append(_COPY_HELPERS)
         return "\n".join(lines)
 
     def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
@@ -187,6 +242,21 @@ class CudaDialect(CDialect):
         )
         asm = f'asm volatile("{ptx}" : {outputs} : "r"({address}) : "memory");'
         return f"{{ unsigned {', '.join(words)}; {asm} {spread} }}"
+
+    def copy_async(self, kernel: Kernel, ref: Ref, op: CopyAsync) -> str:
+        if self.bounds_checked:
+            return super().copy_async(kernel, ref, op)
+        bytes_ = op.count * kernel.dtype_of(op.dst).itemsize
+        valid = "true" if always(kernel.ops[op.cond]) else self.expr(kernel, op.cond)
+        dst = f"v{op.dst} + {self.expr(kernel, op.index)}"
+        src = f"{self.expr(kernel, op.src)} + {self.expr(kernel, op.src_index)}"
+        return f"zyx_copy_async<{bytes_}>({dst}, {src}, {valid});"
+
+    def commit_copies(self) -> str:
+        return "" if self.bounds_checked else "zyx_commit_copies();"
+
+    def wait_copies(self, op: WaitCopies) -> str:
+        return "" if self.bounds_checked else f"zyx_wait_copies<{op.pending}>();"
 
     def render_op(self, kernel: Kernel, ref: Ref) -> str:
         op = kernel.ops[ref]

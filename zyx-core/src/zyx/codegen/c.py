@@ -39,7 +39,9 @@ from zyx.ir.ops import (
     Binary,
     BOp,
     Cast,
+    CommitCopies,
     Const,
+    CopyAsync,
     Define,
     EndIf,
     EndLoop,
@@ -58,7 +60,9 @@ from zyx.ir.ops import (
     Store,
     Unary,
     UOp,
+    WaitCopies,
     Where,
+    always,
 )
 
 _C_KEYWORDS = frozenset(
@@ -249,6 +253,37 @@ class CDialect:
     def ldmatrix(self, kernel: Kernel, op: LdMatrix) -> str:
         """The statement of a warp's ``LdMatrix``; refused as ``mma`` is."""
         raise self.no_warp_matrices(kernel, op)
+
+    def copy_async(self, kernel: Kernel, ref: Ref, op: CopyAsync) -> str:
+        """The statement of a ``CopyAsync``: here a copy at once, element by element as
+        memory holds them (zeros, where its condition is false, stored as a value), each
+        access checked in the bounds-checked mode; ``CommitCopies`` and ``WaitCopies`` are
+        then nothing (``commit_copies``, ``wait_copies``)."""
+        dtype = kernel.dtype_of(op.dst)
+        e = lambda r: self.expr(kernel, r)  # noqa: E731 - local shorthand
+        copies, zeros = [], []
+        zero = self.literal(Const(dtype, 0))
+        for j in range(op.count):
+            at, src_at = f"{e(op.index)} + {j}", f"{e(op.src_index)} + {j}"
+            copy = f"{e(op.dst)}[{at}] = {e(op.src)}[{src_at}];"
+            cleared = self.store(e(op.dst), at, zero, dtype) + ";"
+            if self.bounds_checked:
+                check = self.in_bounds(kernel, ref, op.dst, at)
+                copy = f"if ({check} && {self.in_bounds(kernel, ref, op.src, src_at)}) {copy}"
+                cleared = f"if ({check}) {cleared}"
+            copies.append(copy)
+            zeros.append(cleared)
+        if always(kernel.ops[op.cond]):
+            return " ".join(copies)
+        return f"if ({e(op.cond)}) {{ {' '.join(copies)} }} else {{ {' '.join(zeros)} }}"
+
+    def commit_copies(self) -> str:
+        """The statement of a ``CommitCopies`` (none where copies are made at once)."""
+        return ""
+
+    def wait_copies(self, op: WaitCopies) -> str:
+        """The statement of a ``WaitCopies`` (none where copies are made at once)."""
+        return ""
 
     def no_warp_matrices(self, kernel: Kernel, op: Mma | LdMatrix) -> BackendError:
         return BackendError(
@@ -572,6 +607,12 @@ class CDialect:
             return self.mma(kernel, op)
         if isinstance(op, LdMatrix):
             return self.ldmatrix(kernel, op)
+        if isinstance(op, CopyAsync):
+            return self.copy_async(kernel, ref, op)
+        if isinstance(op, CommitCopies):
+            return self.commit_copies()
+        if isinstance(op, WaitCopies):
+            return self.wait_copies(op)
         raise TypeError(f"cannot render {op}")
 
     def in_registers(self, kernel: Kernel, memory: Ref, dtype: DType) -> bool:

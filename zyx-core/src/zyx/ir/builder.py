@@ -31,7 +31,9 @@ from zyx.ir.ops import (
     Binary,
     BOp,
     Cast,
+    CommitCopies,
     Const,
+    CopyAsync,
     Define,
     Dim,
     EndIf,
@@ -53,6 +55,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    WaitCopies,
     Where,
     own_dtype,
 )
@@ -264,6 +267,24 @@ class KernelBuilder:
     ) -> None:
         """A warp's ``count`` 8 x 8 matrices from local memory into fragments (``LdMatrix``)."""
         self._emit(LdMatrix(self._own(dst), self._own(src), self._own(index), count, trans, at))
+
+    def copy_async(
+        self, dst: Value, index: Operand, src: Value, src_index: Operand, count: int,
+        cond: Operand = True,
+    ) -> None:  # fmt: skip
+        """``count`` elements of ``src`` from ``src_index`` into local ``dst`` from ``index``
+        (zeros where ``cond`` is false), completed by a later ``wait_copies`` (``CopyAsync``)."""
+        at, src_at = self.value(index, INDEX).ref, self.value(src_index, INDEX).ref
+        flag = self.value(cond, DType.BOOL).ref
+        self._emit(CopyAsync(self._own(dst), at, self._own(src), src_at, flag, count))
+
+    def commit_copies(self) -> None:
+        """The copies issued since the last commit become a group (``CommitCopies``)."""
+        self._emit(CommitCopies())
+
+    def wait_copies(self, pending: int = 0) -> None:
+        """Until at most ``pending`` committed groups of copies are incomplete (``WaitCopies``)."""
+        self._emit(WaitCopies(pending))
 
     @contextmanager
     def loop(self, size: Operand) -> Iterator[Value]:

@@ -44,6 +44,7 @@ from zyx.ir.ops import (
     BOp,
     Cast,
     Const,
+    CopyAsync,
     Define,
     EndIf,
     EndLoop,
@@ -60,6 +61,7 @@ from zyx.ir.ops import (
     Unary,
     UOp,
     Where,
+    always,
     format_op,
 )
 
@@ -259,12 +261,12 @@ class _Scope:
 
 @dataclass(frozen=True)
 class Access:
-    """A ``Load`` or ``Store`` of a buffer param."""
+    """A ``Load``, ``Store`` or ``CopyAsync`` of a buffer param."""
 
     ref: Ref
     """The op."""
     kind: str
-    """``"Load"`` or ``"Store"``."""
+    """``"Load"``, ``"Store"`` or ``"CopyAsync"``."""
     param: int
     """The param's position."""
     lo: int = -1
@@ -399,12 +401,16 @@ def describe_param(kernel: Kernel, position: int) -> str:
     return f"argument {position} ({name}{p.kind.value} {p.dtype})"
 
 
-def out_of_bounds(kernel: Kernel, ref: Ref, index: int, length: int) -> str:
+def out_of_bounds(
+    kernel: Kernel, ref: Ref, index: int, length: int, memory: Ref | None = None
+) -> str:
     """The message of the ``Load`` or ``Store`` ``ref`` at ``index`` of a buffer or array of
-    ``length`` elements: what the interpreter and the bounds-checked mode raise."""
+    ``length`` elements (or of a ``CopyAsync``'s, in ``memory``, its source or destination):
+    what the interpreter and the bounds-checked mode raise."""
     op = kernel.ops[ref]
-    assert isinstance(op, (Load, Store))
-    memory = op.src if isinstance(op, Load) else op.dst
+    if memory is None:
+        assert isinstance(op, (Load, Store))
+        memory = op.src if isinstance(op, Load) else op.dst
     if memory in kernel.param_refs:
         what = describe_param(kernel, kernel.param_refs.index(memory))
     else:
@@ -737,6 +743,17 @@ class _Analysis:
     def store(self, ref: Ref, op: Store) -> None:
         self.access(ref, op.dst, op.index, "Store")
 
+    def copy_async(self, ref: Ref, op: CopyAsync) -> None:
+        """Its read of ``src``: ``count`` elements, where its condition holds (a guard as an
+        ``If``'s, unless it is the constant true: its index, computed before the guard, is
+        known only where it does not use the guarded form)."""
+        guarded = not always(self.ops[op.cond])
+        if guarded:
+            self.scopes.append(self.open_if(If(op.cond)))
+        self.access(ref, op.src, op.src_index, "CopyAsync", op.count)
+        if guarded:
+            self.scopes.pop()
+
     def cast(self, ref: Ref, op: Cast) -> None:
         if op.dtype is not INDEX:
             return
@@ -795,7 +812,8 @@ class _Analysis:
                 self.atom(n.const(0), n.sub(count, n.const(1)), span=span)
             )
 
-    def access(self, ref: Ref, src: Ref, index: Ref, kind: str) -> None:
+    def access(self, ref: Ref, src: Ref, index: Ref, kind: str, count: int = 1) -> None:
+        """The access ``ref`` of ``count`` elements of ``src`` from ``index``."""
         position = self.position.get(src)
         if position is None:  # a Define: checked by the bounds-checked mode only
             return
@@ -811,7 +829,8 @@ class _Analysis:
             self.accesses.append(Access(ref, kind, position, reason=reason or _OPS))
             return
         conds = tuple(c for s in self.scopes for c in s.conds)
-        self.accesses.append(Access(ref, kind, position, found[0], found[1], conds))
+        hi = found[1] if count == 1 else self.nodes.add(found[1], self.nodes.const(count - 1))
+        self.accesses.append(Access(ref, kind, position, found[0], hi, conds))
 
 
 _OPERANDS: dict[type, tuple[str, ...]] = {
@@ -826,6 +845,7 @@ _VISITS: dict[type, Any] = {
     Load: _Analysis.load, Store: _Analysis.store, Cast: _Analysis.cast,
     Unary: _Analysis.unary, Binary: _Analysis.binary_op, If: _Analysis.if_,
     Loop: _Analysis.loop, EndIf: _Analysis.end, EndLoop: _Analysis.end,
+    CopyAsync: _Analysis.copy_async,
 }  # fmt: skip
 """What the walk does at each op type: a lookup by type, where an ``isinstance`` chain
 cost more than the rest of the walk at a kernel's first compile."""

@@ -15,12 +15,19 @@ trap), integers wrap, float-to-int casts truncate, ``max`` and ``min`` of floats
 are computed in float32 and rounded to their type after every op, cast, constant and
 variable; memory holds them in their own type.
 
+A ``CopyAsync`` reads its source when it is issued and poisons its destination; a
+``WaitCopies`` writes the groups it completes: a read of a copy's destination before its wait
+reads the poison (NaN in floats), as a race on a GPU would read something else. The
+copies, commits and waits of a chunk's work-items are one queue, so a commit or wait that
+some of them skip is refused.
+
 Work-groups are independent, so they run in chunks of about ``_CHUNK_ITEMS`` work-items to
 bound memory on large launches.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -39,7 +46,9 @@ from zyx.ir.ops import (
     Binary,
     BOp,
     Cast,
+    CommitCopies,
     Const,
+    CopyAsync,
     Define,
     EndIf,
     EndLoop,
@@ -59,6 +68,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    WaitCopies,
     Where,
 )  # fmt: skip
 
@@ -213,6 +223,10 @@ class _Chunk:
             self.values[ref] = arg
         self.groups = groups
         self.first = first
+        self.issued: list[_Pending] = []
+        """The ``CopyAsync``s since the last ``CommitCopies``."""
+        self.committed: deque[list[_Pending]] = deque()
+        """The committed groups of copies not waited for, oldest first."""
 
     @cached_property
     def item(self) -> npt.NDArray[np.int64]:
@@ -311,7 +325,44 @@ class _Chunk:
         if isinstance(op, LdMatrix):
             self.ldmatrix(ref, op, mask)
             return None
-        raise TypeError(f"cannot interpret {op}")
+        if isinstance(op, CopyAsync):
+            self.copy_async(ref, op, mask)
+        elif isinstance(op, (CommitCopies, WaitCopies)):
+            if mask is not None and not mask.all():
+                raise self.program.fail(ref, "some work-items of the chunk skip it")
+            if isinstance(op, CommitCopies):
+                self.committed.append(self.issued)
+                self.issued = []
+            while isinstance(op, WaitCopies) and len(self.committed) > op.pending:
+                for memory, position, values in self.committed.popleft():
+                    memory[position] = values
+        else:
+            raise TypeError(f"cannot interpret {op}")
+        return None
+
+    def copy_async(self, ref: Ref, op: CopyAsync, mask: Mask) -> None:
+        """Issue each active work-item's ``CopyAsync``: its elements read, its destination
+        poisoned until the ``WaitCopies`` that completes it."""
+        active = np.ones(self.n, bool) if mask is None else mask
+        index, src_index, cond = (
+            np.broadcast_to(self.values[r], (self.n,))[active]
+            for r in (op.index, op.src_index, op.cond)
+        )
+        if (index % op.count).any() or (src_index % op.count).any():
+            raise self.program.fail(ref, f"an index of a copy is no multiple of {op.count}")
+        memory, src = self.values[op.dst], self.values[op.src]
+        steps = np.arange(op.count)
+        at, src_at = index[:, None] + steps, np.where(cond, src_index, 0)[:, None] + steps
+        for m, i, name in ((memory, at, op.dst), (src, src_at[cond], op.src)):
+            if i.size and (i.min() < 0 or i.max() >= m.shape[-1]):
+                bad = int(i[(i < 0) | (i >= m.shape[-1])][0])
+                raise IRError(out_of_bounds(self.program.kernel, ref, bad, m.shape[-1], name))
+        values = np.where(cond[:, None], src[src_at], 0).astype(memory.dtype)
+        position = (self.group_row[active][:, None], at)
+        define = self.program.ops[op.dst]
+        assert isinstance(define, Define)
+        memory[position] = _poison(memory.dtype, define.dtype)
+        self.issued.append((memory, position, values))
 
     def ldmatrix(self, ref: Ref, op: LdMatrix, mask: Mask) -> None:
         """Each warp's ``count`` matrices (``LdMatrix``), their rows from where its first
@@ -442,6 +493,19 @@ _MMA_LAYOUT = {
     "c": ((16, 8), *_lanes(4, lambda g, t, i: (g + 8 * (i // 2), 2 * t + i % 2))),
 }
 """Each ``Mma`` operand's shape, and where each lane's elements lie in it."""
+
+
+_Pending: TypeAlias = "tuple[npt.NDArray[Any], tuple[Any, Any], npt.NDArray[Any]]"
+"""An issued ``CopyAsync``: its destination's storage, the elements' positions in it, and
+their values."""
+
+
+def _poison(held: np.dtype[Any], dtype: DType) -> Any:
+    """What ``define`` fills new storage of ``dtype`` (held as ``held``) with: NaN in
+    floats, else bytes of 0xAB."""
+    if held.kind == "f" or dtype in _HALF:
+        return np.nan
+    return np.frombuffer(b"\xab" * held.itemsize, held)[0]
 
 
 def _where(mask: Mask) -> Any:

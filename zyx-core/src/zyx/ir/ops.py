@@ -190,6 +190,11 @@ class Const:
         return self.dtype.wrap(int(self.value)) if self.dtype.is_int else self.value
 
 
+def always(op: Op) -> bool:
+    """Whether ``op`` is the constant true: a condition that needs no test."""
+    return isinstance(op, Const) and op.value is True
+
+
 @dataclass(frozen=True, slots=True)
 class Define:
     """Storage for ``length`` elements: per-work-item registers or work-group local memory."""
@@ -327,9 +332,46 @@ class LdMatrix:
     dst_at: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class CopyAsync:
+    """A work-item's copy of ``count`` consecutive elements of buffer param ``src`` from
+    ``src_index`` into the local-memory ``Define`` ``dst`` from ``index``, both of one
+    dtype, or of ``count`` zeros where the bool ``cond`` is false (``src`` not read then);
+    ``count`` elements are 4, 8 or 16 bytes, and both indices multiples of ``count``
+    (else undefined). It completes later, as PTX's ``cp.async`` does: the copies a
+    work-item issued since its last ``CommitCopies`` form a group at that commit, and its
+    ``WaitCopies(pending)`` returns once all but its ``pending`` newest groups are complete.
+    Until then the destination's elements are undefined (reading or writing them is a
+    race); the other work-items of the group see them after that wait and a ``Barrier``.
+    ``src`` must not change during the kernel. A backend without asynchronous copies
+    copies at once (``CommitCopies`` and ``WaitCopies`` do nothing then)."""
+
+    dst: Ref
+    index: Ref
+    src: Ref
+    src_index: Ref
+    cond: Ref
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitCopies:
+    """Closes the group of this work-item's ``CopyAsync``s issued since its last commit
+    (possibly none: an empty group, complete at once)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WaitCopies:
+    """Waits until at most ``pending`` of this work-item's committed groups of
+    ``CopyAsync``s are incomplete: the oldest complete first (``CopyAsync``)."""
+
+    pending: int = 0
+
+
 Op: TypeAlias = (
     Param | Range | Const | Define | Load | Store | Cast | Unary | Binary | Where
-    | Loop | EndLoop | If | EndIf | Barrier | Mma | LdMatrix
+    | Loop | EndLoop | If | EndIf | Barrier | Mma | LdMatrix | CopyAsync | CommitCopies
+    | WaitCopies
 )  # fmt: skip
 
 
@@ -413,7 +455,9 @@ class Kernel:
         return "\n".join(lines)
 
 
-_REF_FIELDS = frozenset({"src", "index", "dst", "value", "x", "a", "b", "c", "size", "cond"})
+_REF_FIELDS = frozenset(
+    {"src", "index", "dst", "value", "x", "a", "b", "c", "size", "cond", "src_index"}
+)
 
 
 _OPERAND_FIELDS: dict[type, tuple[str, ...]] = {

@@ -12,7 +12,9 @@ from zyx.ir.ops import (
     Binary,
     BOp,
     Cast,
+    CommitCopies,
     Const,
+    CopyAsync,
     Define,
     EndIf,
     EndLoop,
@@ -33,6 +35,7 @@ from zyx.ir.ops import (
     SymDim,
     Unary,
     UOp,
+    WaitCopies,
     Where,
     format_op,
 )
@@ -221,6 +224,11 @@ class _Verifier:
             self.check_mma(op)
         elif isinstance(op, LdMatrix):
             self.check_ldmatrix(op)
+        elif isinstance(op, CopyAsync):
+            self.check_copy(op)
+        elif isinstance(op, WaitCopies):
+            if not _is_int(op.pending) or op.pending < 0:
+                raise self.fail(f"WaitCopies of {op.pending!r} pending groups: an int >= 0")
 
     def close(self, kind: type) -> None:
         if not self.scopes or not isinstance(self.ops[self.scopes[-1][0]], kind):
@@ -316,6 +324,23 @@ class _Verifier:
             raise self.fail(f"LdMatrix's source %{op.src} ({source}) is not a local Define")
         self.use(op.index, dtype=INDEX, what="index")
 
+    def check_copy(self, op: CopyAsync) -> None:
+        dst = self.ops[op.dst]
+        dtype = self.use(op.dst, what="destination")
+        if not isinstance(dst, Define) or dst.storage is not Storage.LOCAL:
+            raise self.fail(f"CopyAsync's destination %{op.dst} ({dtype}) is not a local Define")
+        src = self.ops[op.src]
+        source = self.use(op.src, what="source")
+        if not isinstance(src, Param) or src.kind is ParamKind.VARIABLE:
+            raise self.fail(f"CopyAsync's source %{op.src} ({source}) is not a buffer param")
+        if source is not dtype:
+            raise self.fail(f"CopyAsync copies {source} into {dtype}: one dtype is needed")
+        if not _is_int(op.count) or op.count * dtype.itemsize not in COPY_BYTES:
+            raise self.fail(f"CopyAsync of {op.count!r} {dtype} elements: 4, 8 or 16 bytes")
+        self.use(op.index, dtype=INDEX, what="index")
+        self.use(op.src_index, dtype=INDEX, what="source index")
+        self.use(op.cond, dtype=DType.BOOL, what="condition")
+
     def fragment(self, ref: Ref, at: int, name: str, size: int = 0) -> DType:
         """The dtype of the register ``Define`` ``ref`` holding fragment ``name`` from ``at``
         (``size`` elements, by default an ``Mma`` operand's)."""
@@ -339,6 +364,10 @@ class _Verifier:
             raise self.fail(f"choice dtypes differ: {a} vs {b}; insert a Cast")
 
 
+COPY_BYTES = (4, 8, 16)
+"""The sizes of one ``CopyAsync``: PTX's ``cp.async``'s."""
+
+
 def _is_int(value: object) -> bool:
     """Whether ``value`` is an int and no bool: what sizes, axes and lengths are. A float
     size would run ``ceil`` groups on one backend and fail to render on another."""
@@ -346,4 +375,6 @@ def _is_int(value: object) -> bool:
 
 
 def _produces_value(op: Op) -> bool:
-    return not isinstance(op, (Store, EndLoop, If, EndIf, Barrier, Mma, LdMatrix))
+    return not isinstance(
+        op, (Store, EndLoop, If, EndIf, Barrier, Mma, LdMatrix, CopyAsync, CommitCopies, WaitCopies)
+    )

@@ -821,3 +821,49 @@ def warp_ldmatrix(dtype: DType, count: int = 4, trans: bool = False) -> Kernel:
     for i in range(2 * count):
         out[lane * (2 * count) + i] = held[i]
     return kb.build()
+
+
+COPY_ITEMS = 32
+"""Work-items of ``staged_copies``' group."""
+
+
+def staged_copies(
+    dtype: DType, count: int, tiles: int, stages: int, pending: int | None = None
+) -> Kernel:
+    """``out = x`` with x's elements reversed in each tile of ``COPY_ITEMS * count``
+    (``staged_copies_expected``), through ``stages`` tiles in local memory filled by
+    ``CopyAsync`` ``stages - 1`` tiles ahead, as a matmul's pipeline fills them: each
+    work-item copies ``count`` elements of a tile and stores elements another copied (after
+    the wait and a barrier). ``pending`` overrides the wait's count (a wrong one reads a
+    stage before its copies completed). Past the last tile the copies are of zeros (their
+    condition false), as a matmul's past k."""
+    kb = KernelBuilder(f"staged_{dtype}_{count}_{tiles}_{stages}")
+    x = kb.param(dtype, name="x")
+    out = kb.param(dtype, ParamKind.GLOBAL_MUT, name="out")
+    lid = kb.local(0, COPY_ITEMS)
+    width = COPY_ITEMS * count
+    tile = kb.define(dtype, stages * width, Storage.LOCAL)
+
+    def issue(t: Value | int) -> None:
+        step = kb.value(t, INDEX)
+        start = kb.minimum(step, tiles - 1) * width + lid * count
+        kb.copy_async(tile, step % stages * width + lid * count, x, start, count, step < tiles)
+        kb.commit_copies()
+
+    for ahead in range(stages - 1):
+        issue(ahead)
+    with kb.loop(tiles) as t:
+        kb.wait_copies(stages - 2 if pending is None else pending)
+        kb.barrier()
+        issue(t + (stages - 1))
+        for j in range(count):
+            mine = lid * count + j
+            out[t * width + mine] = tile[t % stages * width + (width - 1 - mine)]
+    kb.wait_copies(0)
+    return kb.build()
+
+
+def staged_copies_expected(x: Array, count: int) -> Array:
+    """What ``staged_copies`` stores of ``x``."""
+    reversed_: Array = x.reshape(-1, COPY_ITEMS * count)[:, ::-1].ravel()
+    return reversed_
