@@ -21,6 +21,7 @@ from zyx.graph.claims import Claim, matmuls
 from zyx.graph.nodes import CustomLaunch
 from zyx.graph.schedule import Graph
 from zyx.hookspecs import hookimpl
+from zyx.ir.ops import BOp
 from zyx.plugins import registry
 
 if TYPE_CHECKING:
@@ -245,3 +246,81 @@ def test_matmuls_finds_operands_with_their_strides() -> None:
     assert plain.a.strides == (60, 20, 5, 1) and plain.b.strides == (0, 0, 6, 1)
     assert (strided.n, strided.a.strides) == (2, (60, 20, 10, 1))
     assert strided.a.node is x.node and strided.b.node is y.node
+
+
+def naive_matmul(n: int, m: int, k: int, bias: bool) -> Any:
+    """``out[i, j] = sum over t of a[i, t] * b[t, j]`` (``+ c[j]`` with ``bias``), one
+    work-item an element, of contiguous f32 operands."""
+    from zyx.dtypes import DType
+    from zyx.ir import KernelBuilder, ParamKind
+
+    kb = KernelBuilder(f"naive_matmul_{n}x{m}x{k}{'_bias' * bias}")
+    a, b = kb.param(DType.F32), kb.param(DType.F32)
+    c = kb.param(DType.F32) if bias else None
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    item = kb.group(0, n * m)
+    i, j = item / m, item % m
+    acc = kb.define(DType.F32, 1)
+    acc[0] = kb.const(0, DType.F32)
+    with kb.loop(k) as t:
+        acc[0] = acc[0] + a[i * k + t] * b[t * m + j]
+    out[item] = acc[0] + c[j] if c is not None else acc[0]
+    return kb.build()
+
+
+@pytest.mark.usefixtures("zyx_tuning_cache")
+@pytest.mark.parametrize("fused_wins", [False, True])
+def test_a_fused_claim_races_the_bare_claim_inside_it_with_generated_kernels(
+    claimer: Any,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    fused_wins: bool,
+) -> None:
+    """A plugin claims ``x @ y + c`` fused and ``x @ y`` bare. The bare claim races first
+    and wins; the fused one then races its node's generated kernels *with the bare claim
+    inside* (its matmul and a generated add). The claims' timed runs are scaled so that
+    the outcome is not a close call between microsecond kernels: the bare one's by 1/1000
+    (its run inside the other's generated alternative is not), the fused one's by 1/1000
+    or 1000. Either way one claim runs and the result is right."""
+    from zyx import race
+
+    scale = {"bare": 1e-3, "fused": 1e-3 if fused_wins else 1e3}
+    timer = race.ClaimRace.timer
+
+    def scaled(self: Any, variant: Any) -> Any:
+        run = timer(self, variant)
+        factor = scale.get(variant[1], 1.0) if isinstance(variant, tuple) else 1.0
+        return lambda: int(run() * factor)
+
+    monkeypatch.setattr(race.ClaimRace, "timer", scaled)
+    monkeypatch.setattr(race, "LOST", 10**9)  # it would compare with the claims' real times
+    n, m, k = next(ROWS), 5, 9
+
+    def claims(graph: Graph) -> list[Claim]:
+        (mm,) = matmuls(graph)
+        add = next(node for node in graph.order if node.arg is BOp.ADD)
+        inputs = (mm.a.node, mm.b.node)
+        bias = next(s.srcs[0] for s in add.srcs if s.srcs and s.srcs[0].realized)
+        bare = CustomLaunch(naive_matmul(n, m, k, False), (("src", 0), ("src", 1), ("out", 0)))
+        fused = CustomLaunch(
+            naive_matmul(n, m, k, True), (("src", 0), ("src", 1), ("src", 2), ("out", 0))
+        )
+        return [
+            Claim(add, (*inputs, bias), "fused", lambda device: [fused]),
+            Claim(mm.output, inputs, "bare", lambda device: [bare]),
+        ]
+
+    claimer(claims)
+    rng = np.random.default_rng(5)
+    a, b, c = rng.standard_normal((n, k)), rng.standard_normal((k, m)), rng.standard_normal(m)
+    x, y, z = (zyx.asarray(v, dtype=zyx.float32, device="host") for v in (a, b, c))
+    before = zyx.stats()
+    with caplog.at_level("DEBUG", logger="zyx.sched"):
+        got = (x @ y + z).numpy()
+    np.testing.assert_allclose(got, a @ b + c, rtol=1e-5, atol=1e-5)
+    spent = zyx.stats() - before
+    assert spent.claims_offered == 2 and spent.claim_races == 2 and spent.claims_taken == 1
+    assert spent.kernels_scheduled == (0 if fused_wins else 1)  # the add after the bare claim
+    races = [r.getMessage() for r in caplog.records if r.getMessage().endswith("runs (raced)")]
+    assert len(races) == 2 and "'bare')" in races[0], races
+    assert ("'fused')" in races[1]) is fused_wins, races

@@ -221,7 +221,9 @@ def test_through_zyx_the_claim_races_and_runs(cuda: Any, tmp_path: Path, enabled
     error, taken, claimed = done.stdout.split()
     assert float(error) < 1e-2, done.stderr
     if enabled == "true":
-        assert int(claimed) == 1 and int(taken) >= 1, done.stderr  # faster than generated
+        # The fused claim and the bare product's: one of them, or core's matmul with the
+        # fused one lost, runs (each faster than the generated kernels).
+        assert int(claimed) == 2 and int(taken) == 1, done.stderr
     else:
         assert int(claimed) == 0, done.stderr
 

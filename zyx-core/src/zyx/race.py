@@ -3,9 +3,12 @@
 Where several plugins (and core's own matmul, ``zyx.graph.matmul``) claim the same node,
 they and the generated kernels of its subgraph are the variants of one ``search.Space``:
 each claim by ``(plugin, key)``, in the order offered (the first is the default), then
-``"generated"``. ``search.choose`` times them as it times any kernel's variants and keeps
-the winner in the tuning cache, on disk too, so a new process takes it untimed. Each
-variant is timed as the plan of its subgraph over stand-in inputs (``ExecPlan.time``).
+``"generated"``: the generated kernels, with the claims already taken inside the node's
+subgraph (``claims.within``; the runtime races a graph's nodes sources first), so that a
+fused matmul and epilogue races the bare matmul's claim followed by a generated epilogue.
+``search.choose`` times them as it times any kernel's variants and keeps the winner in the
+tuning cache, on disk too, so a new process takes it untimed. Each variant is timed as the
+plan of its subgraph over stand-in inputs (``ExecPlan.time``).
 
 Two rules of the race are its own:
 
@@ -56,9 +59,13 @@ TimerOf = Callable[[Node], Timer]
 class ClaimRace:
     """The claims of one node (``group``) and its generated kernels (``search.Space``)."""
 
-    def __init__(self, group: Sequence[Claim], timer_of: TimerOf) -> None:
+    def __init__(
+        self, group: Sequence[Claim], timer_of: TimerOf, inner: Sequence[Claim] = ()
+    ) -> None:
         self.group = group
         self.timer_of = timer_of
+        self.inner = inner
+        """Claims taken inside the node's subgraph, which its generated alternative runs."""
         output = group[0].output
         self.device: Device = output.device
         self.name = f"claims of {output.op.value} {output.dtype.value} {output.shape}"
@@ -66,7 +73,8 @@ class ClaimRace:
         """The fastest time of a claim so far, in ns."""
 
     def key(self) -> str:
-        return "claim race " + repr(self.variants())
+        inner = [(claim.plugin, claim.key) for claim in self.inner]
+        return "claim race " + repr(self.variants()) + (f" over {inner!r}" if inner else "")
 
     def variants(self) -> list[Hashable]:
         return [(claim.plugin, claim.key) for claim in self.group] + [GENERATED]
@@ -87,7 +95,7 @@ class ClaimRace:
 
     def _generated(self) -> Timer:
         claim = self.group[0]
-        generated, _ = claims.subgraph(claim, [_standin(i) for i in claim.inputs])
+        generated, _ = claims.subgraph(claim, [_standin(i) for i in claim.inputs], self.inner)
         time = self.timer_of(generated)
 
         def run() -> int:
@@ -114,11 +122,14 @@ class ClaimRace:
 
 
 def choose(
-    group: Sequence[Claim], timer_of: TimerOf, options: AutotuneSection | None = None
+    group: Sequence[Claim],
+    timer_of: TimerOf,
+    options: AutotuneSection | None = None,
+    inner: Sequence[Claim] = (),
 ) -> tuple[Claim | None, bool]:
-    """The claim of ``group`` to run in place of the generated kernels (``None``: they run),
-    and whether a race was run for it."""
-    race = ClaimRace(group, timer_of)
+    """The claim of ``group`` to run in place of the generated kernels and ``inner`` (the
+    claims taken inside its subgraph; ``None``: they run), and whether a race was run."""
+    race = ClaimRace(group, timer_of, inner)
     options = search.settings() if options is None else options
     winner, raced = search.choose(race, options.model_copy(update={"min_time": 0.0}))
     if not raced and winner != GENERATED:

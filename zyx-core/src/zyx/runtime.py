@@ -283,7 +283,14 @@ class Runtime:
         alternatives: dict[int, list[Claim]] = {}
         for claim in offered:
             alternatives.setdefault(id(claim.output), []).append(claim)
-        taken = [c for group in alternatives.values() if (c := self._take(group)) is not None]
+        position = {id(node): i for i, node in enumerate(graph.order)}
+        taken: list[Claim] = []
+        for group in sorted(alternatives.values(), key=lambda g: position[id(g[0].output)]):
+            chosen = self._take(group, claims.within(group[0], taken))
+            if chosen is not None:
+                inside = claims.within(chosen, taken)
+                taken = [c for c in taken if c not in inside] + [chosen]
+        _stats.claims_taken += len(taken)
         if taken:
             graph = Graph(claims.rewrite(targets, taken))
         return self._generated(graph, leaves)
@@ -294,16 +301,17 @@ class Runtime:
         sched = schedule(graph)
         return _Planner(self, graph, sched.boundaries, leaves, tuned).build(sched.steps)
 
-    def _take(self, group: list[Claim]) -> Claim | None:
-        """The claim of one node's ``group`` that runs in place of its generated kernels, or
-        ``None``: the fastest of them all (``zyx.race``), chosen once per group and device."""
-        key = (tuple((c.plugin, c.key) for c in group), id(group[0].output.device))
+    def _take(self, group: list[Claim], inner: list[Claim]) -> Claim | None:
+        """The claim of one node's ``group`` that runs in place of its generated kernels and
+        the ``inner`` claims taken inside its subgraph, or ``None``: the fastest of them all
+        (``zyx.race``), chosen once per group, inner claims and device."""
+        keys = tuple((c.plugin, c.key) for c in group)
+        key = (keys, tuple((c.plugin, c.key) for c in inner), id(group[0].output.device))
         if key not in self.choices:
-            winner, raced = race.choose(group, self._timer)
+            winner, raced = race.choose(group, self._timer, inner=inner)
             self.choices[key] = None if winner is None else group.index(winner)
             _stats.claim_races += raced
         index = self.choices[key]
-        _stats.claims_taken += index is not None
         return None if index is None else group[index]
 
     def _timer(self, node: Node) -> search.Timer:

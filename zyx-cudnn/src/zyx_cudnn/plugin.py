@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from zyx.graph.schedule import Graph
     from zyx_cuda.config import CudaSection
     from zyx_cuda.device import CudaDevice
+    from zyx_cudnn.match import Candidate
 
 ZYX_PLUGIN_API = "1.0"
 
@@ -75,21 +76,38 @@ def zyx_match_graph(graph: Graph, device: Device) -> list[Claim] | None:
         return None
     tf32 = cast("CudnnSection", config.section("cudnn")).allow_tf32
     autotune = cast("AutotuneSection", config.section("autotune"))
-    from zyx_cudnn.graphs import Unsupported
     from zyx_cudnn.match import candidates
-    from zyx_cudnn.plans import plan_for
 
     claims = []
     for options in candidates(graph, device, tf32):
+        longest = None
         for option in options:  # the longest epilogue cuDNN can run
-            try:
-                plan = plan_for(option.spec, cast("CudaDevice", device), autotune.enabled,
-                                autotune.cache)  # fmt: skip
-            except Unsupported as refusal:
-                log.debug("%s", refusal)
-                continue
-            log.debug("claimed %s on %s", option.spec.describe(), device.name)
-            claims.append(Claim(option.output, option.inputs, option.spec, plan.launches,
-                                plan.scratch))  # fmt: skip
-            break
+            longest = _claim(option, cast("CudaDevice", device), autotune)
+            if longest is not None:
+                break
+        if longest is None:
+            continue
+        claims.append(longest)
+        bare = options[-1]
+        if bare.spec.steps or longest.key == bare.spec:
+            continue
+        # A fused plan can be slower than the bare product's followed by a generated
+        # epilogue (bias + relu, bf16 8192³ on the H200): the runtime races the two.
+        product = _claim(bare, cast("CudaDevice", device), autotune)
+        if product is not None:
+            claims.append(product)
     return claims
+
+
+def _claim(option: Candidate, device: CudaDevice, autotune: AutotuneSection) -> Claim | None:
+    """The claim of ``option`` with its plan, or ``None`` where cuDNN refuses it (logged)."""
+    from zyx_cudnn.graphs import Unsupported
+    from zyx_cudnn.plans import plan_for
+
+    try:
+        plan = plan_for(option.spec, device, autotune.enabled, autotune.cache)
+    except Unsupported as refusal:
+        log.debug("%s", refusal)
+        return None
+    log.debug("claimed %s on %s", option.spec.describe(), device.name)
+    return Claim(option.output, option.inputs, option.spec, plan.launches, plan.scratch)

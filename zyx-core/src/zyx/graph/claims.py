@@ -137,15 +137,37 @@ def rewrite(targets: Sequence[Node], taken: Sequence[Claim]) -> list[Node]:
     return _copy(targets, swap, stop=lambda n: n.realized)
 
 
-def subgraph(claim: Claim, standins: Sequence[Node]) -> tuple[Node, Node]:
+def subgraph(
+    claim: Claim, standins: Sequence[Node], inner: Sequence[Claim] = ()
+) -> tuple[Node, Node]:
     """The claimed subgraph over ``standins`` (one per input), generated and claimed: the
-    two alternatives the runtime times."""
+    two alternatives the runtime times. ``inner`` are claims taken within it (``within``):
+    the generated alternative runs them, as the graph would without ``claim``."""
     mapping = {id(i): s for i, s in zip(claim.inputs, standins, strict=True)}
-    (generated,) = _copy(
-        [claim.output], lambda node, new: mapping.get(id(node)),
-        stop=lambda n: id(n) in mapping or n.realized,
-    )  # fmt: skip
+    taken = {id(c.output): c for c in inner}
+
+    def swap(node: Node, new: dict[int, Node]) -> Node | None:
+        found = mapping.get(id(node))
+        if found is None and id(node) in taken:
+            found = _custom(taken[id(node)], [new[id(i)] for i in taken[id(node)].inputs])
+        return found
+
+    stop = lambda n: id(n) in mapping or n.realized  # noqa: E731 - a predicate, named once
+    (generated,) = _copy([claim.output], swap, stop)
     return generated, _custom(claim, standins)
+
+
+def within(claim: Claim, taken: Sequence[Claim]) -> list[Claim]:
+    """The claims of ``taken`` inside ``claim``'s subgraph: their outputs among the nodes
+    it replaces, their inputs among those or its inputs. (Where they nest, the outer one's
+    custom op leaves the inner one's unused.)"""
+    inputs = {id(i) for i in claim.inputs}
+    inside = {id(n) for n in walk([claim.output], lambda n: id(n) in inputs or n.realized)}
+    return [
+        c for c in taken
+        if id(c.output) in inside and id(c.output) not in inputs
+        and all(id(i) in inside for i in c.inputs)
+    ]  # fmt: skip
 
 
 def _custom(claim: Claim, srcs: Sequence[Node]) -> Node:
