@@ -20,7 +20,7 @@ from zyx.graph.schedule import CPU_SPREAD, Graph, schedule
 from zyx.host.codegen import PARALLEL_LOADS, HostDialect
 from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
-from zyx.ir.ops import INDEX, Const, If, Kernel, Load, Loop, Param, Unary, UOp
+from zyx.ir.ops import INDEX, Const, EndLoop, If, Kernel, Load, Loop, Param, Unary, UOp, Where
 from zyx.testing.numerics import Array, assert_close
 
 
@@ -83,7 +83,22 @@ def test_a_softmax_row_too_long_to_keep_reads_it_in_each_pass() -> None:
     x = zyx.asarray(np.ones((3, 4097), np.float32), device="host")
     (kernel,) = _lowered(_softmax(x, 1), local=256)
     assert sum(isinstance(op, Loop) for op in kernel.ops) == 3  # max, sum, output
-    assert _loads(kernel) == 3 * UNROLL
+    # Each loop's full trips, then the last trip's, read once for all three passes.
+    assert _loads(kernel) == 3 * UNROLL + UNROLL
+
+
+def test_full_trips_of_a_row_read_without_masks() -> None:
+    """A row sum's loop reads its elements unclamped (every one is inside the row: an
+    offset from one address); only the trip after it, to the row's end, clamps its reads
+    and replaces the elements past the end with the identity."""
+    x = zyx.asarray(np.ones((3, 5000), np.float32), device="host")
+    (kernel,) = _lowered(zyx.sum(x, axis=1), local=256)
+    ops = kernel.ops
+    loop = next(i for i, op in enumerate(ops) if isinstance(op, Loop))
+    end = next(i for i, op in enumerate(ops) if isinstance(op, EndLoop))
+    assert _loads(kernel) == 2 * UNROLL
+    assert not any(isinstance(op, Where) for op in ops[loop:end])
+    assert sum(isinstance(op, Where) for op in ops[end:]) >= 2 * UNROLL  # clamp, identity
 
 
 def _poison(device: Device, shape: tuple[int, ...], dtype: DType) -> None:

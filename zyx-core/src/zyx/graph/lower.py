@@ -482,31 +482,49 @@ class Lowerer:
         lane = lid if spec.group else x.const(0)  # its first element
         slots = RESIDENT if resident(spec, local) else None
 
-        def steps(loop: int, source: Node, acc: DType | None) -> _Pass:
-            """``unroll`` elements per trip of loop ``loop`` (or, for a resident row, the
-            work-item's ``slots`` elements, the same in every pass): read at a clamped
-            position (so that the reads have no branch and run in parallel),
-            ``identity`` where the position is past the row."""
-            j: Expr | None = None
-            starts = [x.const(0)] * (slots or 0)
-            if slots is None:
-                j = x.special("loop", loop, depth=1)
-                starts = [x.mul(j, x.const(spacing * self.unroll))] * self.unroll
-            out = _Pass(j, [])
-            for u, first in enumerate(starts):
-                offset = x.add(x.add(first, x.const(u * spacing)), lane)  # in the line
+        trip = spacing * self.unroll  # a work-item's elements of one trip, from its first
+        # Trips in which all of them are inside the line (a chunk's line ends at the row's
+        # end, maybe early; a chunk past the end has none).
+        inside = x.binary(BOp.MIN, reach, x.binary(BOp.SUB, size, start)) if chunked else reach
+        full_trips = x.div(x.binary(BOp.MAX, inside, x.const(0)), x.const(trip))
+
+        def trip_steps(
+            loop: int, source: Node, acc: DType | None, j: Expr, masked: bool, count: int
+        ) -> list[_Step]:
+            """``count`` elements ``spacing`` apart from element ``j`` of the work-item's
+            trips; ``masked``: read at a clamped position (so that the reads have no branch
+            and run in parallel), ``identity`` where the position is past the line."""
+            out = []
+            for u in range(count):
+                offset = x.add(x.add(j, x.const(u * spacing)), lane)  # in the line
                 r = x.add(start, offset)
-                valid = x.lt(offset, reach)
-                if chunked:  # the last chunk may end early
-                    valid = x.binary(BOp.AND, valid, x.lt(r, size))
+                valid = x.const(True, DType.BOOL)
+                if masked:
+                    valid = x.lt(offset, reach)
+                    if chunked:  # the last chunk may end early
+                        valid = x.binary(BOp.AND, valid, x.lt(r, size))
                 at = full_index(x.where(valid, r, x.const(0)))
                 value = self.value(source, at)
                 if acc is not None:
                     reduction = spec.passes[loop].arg
                     empty = x.const(identity(reduction, acc), acc)
                     value = x.where(valid, x.cast(value, acc), empty)
-                out.steps.append(_Step(r, valid, value, at.flat))
+                out.append(_Step(r, valid, value, at.flat))
             return out
+
+        def steps(loop: int, source: Node, acc: DType | None) -> _Pass:
+            """A pass over the line: for a resident row the work-item's ``slots`` elements,
+            the same in every pass, masked; else ``unroll`` elements per trip of loop
+            ``loop`` over the full trips, unmasked (their index arithmetic is an offset
+            from one address), then one masked trip for the rest of the line."""
+            if slots is not None:
+                held = trip_steps(loop, source, acc, x.const(0), True, slots)
+                return _Pass(None, None, held, [])
+            j = x.special("loop", loop, depth=1)
+            bulk = trip_steps(loop, source, acc, x.mul(j, x.const(trip)), False, self.unroll)
+            rest = x.mul(full_trips, x.const(trip))
+            tail = trip_steps(loop, source, acc, rest, True, self.unroll)
+            return _Pass(j, full_trips, bulk, tail)
 
         passes = []
         for p, node in enumerate(spec.passes):
@@ -530,7 +548,7 @@ class Lowerer:
         groups = kb.group(0, ceil_div(self._syms[lines.arg], 1 if spec.group else local))
         emit.bind(gid, groups)
         emit.bind(lid, kb.local(0, local))
-        write = _Writer(self, emit, kb, reach, lid, spec.group)
+        write = _Writer(self, emit, kb, lid, spec.group)
         if spec.group:
             write.passes(passes)
             write.output(self._buffers[slot], final, epilogue, row)
@@ -570,34 +588,33 @@ class _Step:
 class _Pass:
     loop: Expr | None
     """The counter of the pass's loop over the row; ``None`` for a resident row."""
+    trips: Expr | None
+    """The loop's trips (each inside the line: its steps unmasked)."""
     steps: list[_Step]
+    """The elements of one trip of the loop, or a resident row's."""
+    tail: list[_Step]
+    """After the loop, the elements of the trip that reaches the end of the line, masked."""
 
 
 class _Writer:
     """Writes a reduce kernel's passes and output into its builder."""
 
     def __init__(
-        self, low: Lowerer, emit: Emitter, kb: KernelBuilder, size: Expr, lid: Expr, group: bool
+        self, low: Lowerer, emit: Emitter, kb: KernelBuilder, lid: Expr, group: bool
     ) -> None:
         self.low, self.emit, self.kb = low, emit, kb
-        self.size, self.lid, self.group = size, lid, group
-
-    def trips(self) -> Value:
-        """Loop trips over the row: all its elements, or a work-group's share, in steps."""
-        x = self.low.x
-        step = (self.low.local if self.group else 1) * self.low.unroll
-        return self.emit.value(x.div(x.add(self.size, x.const(step - 1)), x.const(step)))
+        self.lid, self.group = lid, group
 
     @contextmanager
     def over_row(self, pass_: _Pass, values: list[Expr]) -> Iterator[None]:
-        """The scope in which a pass reads its elements: a loop over the row's trips,
+        """The scope in which a pass reads its elements: a loop over the row's full trips,
         ``values``' loop-invariant parts hoisted before it; for a resident row the
         kernel's own scope, where what one pass emits the next finds."""
-        if pass_.loop is None:
+        if pass_.loop is None or pass_.trips is None:
             yield
             return
         self.emit.hoist(values)
-        with self.kb.loop(self.trips()) as counter, self.emit.scope():
+        with self.kb.loop(self.emit.value(pass_.trips)) as counter, self.emit.scope():
             self.emit.bind(pass_.loop, counter)
             yield
 
@@ -607,9 +624,8 @@ class _Writer:
             node = self.low.spec.passes[p]
             acc = _Acc(kb, node.arg.op, pass_.steps[0].value.dtype)
             with self.over_row(pass_, [s.value for s in pass_.steps]):
-                values = [(emit.value(s.value), s.r) for s in pass_.steps]
-                for value, r in values:
-                    acc.update(value, emit.value(r))
+                self._update(acc, pass_.steps)
+            self._update(acc, pass_.tail)
             if self.group:
                 acc.tree(emit.value(self.lid), self.low.local)
             emit.bind(x.result(p, acc.result_dtype), acc.result())
@@ -625,10 +641,26 @@ class _Writer:
                 kb.store(buf, emit.value(row), emit.value(epilogue))
             return
         with self.over_row(final, [s.value for s in final.steps]):
-            values = [emit.value(s.value) for s in final.steps]
-            for s, value in zip(final.steps, values):
-                with kb.if_(emit.value(s.valid)), emit.scope():
-                    kb.store(buf, emit.value(s.at), value)
+            self._store(buf, final.steps)
+        self._store(buf, final.tail)
+
+    def _update(self, acc: _Acc, steps: list[_Step]) -> None:
+        """Reduce ``steps``' elements into ``acc``: every value first, so that their reads
+        are in flight together."""
+        values = [(self.emit.value(s.value), s.r) for s in steps]
+        for value, r in values:
+            acc.update(value, self.emit.value(r))
+
+    def _store(self, buf: Value, steps: list[_Step]) -> None:
+        """Write ``steps``' elements, each where it is inside the line."""
+        kb, emit = self.kb, self.emit
+        values = [emit.value(s.value) for s in steps]
+        for s, value in zip(steps, values):
+            if s.valid.constant is not None:  # a full trip's
+                kb.store(buf, emit.value(s.at), value)
+                continue
+            with kb.if_(emit.value(s.valid)), emit.scope():
+                kb.store(buf, emit.value(s.at), value)
 
 
 class _Acc:
