@@ -18,14 +18,14 @@ from zyx.dtypes import DType
 from zyx.graph import matmul
 from zyx.graph.claims import matmuls
 from zyx.graph.schedule import Graph
-from zyx.ir import Kernel
+from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage
 from zyx.ir.interpreter import interpret
 from zyx.testing.kernels import staged_copies, staged_copies_expected, warp_ldmatrix, warp_mma
 from zyx.testing.numerics import assert_close, random
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
-from zyx_cuda.codegen import CudaDialect  # noqa: E402
+from zyx_cuda.codegen import CudaDialect, in_words  # noqa: E402
 from zyx_cuda.compiler import Compiler  # noqa: E402
 
 if TYPE_CHECKING:
@@ -148,3 +148,33 @@ def test_a_pipeline_of_copies_matches_the_interpreter(device: CudaDevice, stages
         device.pool.release(x_buf)
         device.pool.release(out)
     np.testing.assert_array_equal(got, staged_copies_expected(x, count))
+
+
+def test_fragments_only_ldmatrix_and_mma_use_are_held_as_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loaded by LdMatrix and read by Mma only, a fragment is the 32-bit words both take:
+    unpacked and packed again, ptxas kept a SHF and a PRMT for each word at each use. A
+    fragment also written element by element stays an array of halves."""
+    monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
+    kb = KernelBuilder("words")
+    out = kb.param(DType.F32, ParamKind.GLOBAL_MUT)
+    lane = kb.local(0, 32)
+    tile = kb.define(DType.BF16, 256, Storage.LOCAL)
+    tile[lane] = kb.const(1.0, DType.BF16)
+    kb.barrier()
+    fa, fb, fc = kb.define(DType.BF16, 8), kb.define(DType.BF16, 4), kb.define(DType.F32, 4)
+    kb.ldmatrix(fa, tile, lane % 16 * 16, 4)
+    kb.ldmatrix(fb, tile, lane % 16 * 16, 2, trans=True)
+    fb[3] = kb.const(2.0, DType.BF16)  # written by a store too: halves
+    for i in range(4):
+        fc[i] = kb.const(0.0, DType.F32)
+    kb.mma(fc, fa, fb)
+    for i in range(4):
+        out[lane * 4 + i] = fc[i]
+    kernel = kb.build()
+    code = CudaDialect().render(kernel).code
+    assert in_words(kernel, fa.ref) and not in_words(kernel, fb.ref)
+    assert f"unsigned v{fa.ref}[4];" in code and f'"=r"(v{fa.ref}[3])' in code
+    assert f"__nv_bfloat16 v{fb.ref}[4];" in code
+    assert Compiler((9, 0)).compile(CudaDialect().render(kernel)).format == "cubin"

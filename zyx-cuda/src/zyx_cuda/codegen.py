@@ -14,7 +14,10 @@ through registers and shared memory into fragments) are moved as held, never con
 
 An ``Mma`` is inline PTX ``mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32``
 (sm_80 for bf16), its fragments' pairs of 16-bit elements packed into 32-bit registers
-(the lower half the element of lower index, as PTX has them).
+(the lower half the element of lower index, as PTX has them). A fragment that only
+``LdMatrix`` writes and ``Mma`` reads, in pairs (``in_words``), is held as those 32-bit
+words themselves: unpacked into halves and packed again, each word cost two instructions
+per use (ptxas keeps them: a SHF and a PRMT), as many as the MMAs of a matmul's loop.
 
 A ``CopyAsync`` is PTX's ``cp.async`` (``.cg`` for 16 bytes, bypassing L1, else ``.ca``;
 the source size 0 where its condition is false, which fills zeros), ``CommitCopies`` and
@@ -149,6 +152,32 @@ template <int P> static __device__ __forceinline__ void zyx_wait_copies() {
 """``cp.async`` and its groups, with their synchronous stand-ins below sm_80."""
 
 
+def in_words(kernel: Kernel, ref: Ref) -> bool:
+    """Whether ``ref`` is a register ``Define`` of f16 or bf16 that only ``LdMatrix``s write
+    and ``Mma``s read, each at an even offset: held as ``unsigned`` words of two elements."""
+    op = kernel.ops[ref]
+    if not (
+        isinstance(op, Define)
+        and op.storage is Storage.REGISTER
+        and op.dtype in _PAIR
+        and op.length % 2 == 0
+    ):
+        return False
+    for user in kernel.users.get(ref, ()):
+        use = kernel.ops[user]
+        if isinstance(use, LdMatrix):
+            paired = use.dst == ref and use.src != ref and use.dst_at % 2 == 0
+        elif isinstance(use, Mma):
+            paired = use.c != ref and all(
+                at % 2 == 0 for f, at in ((use.a, use.a_at), (use.b, use.b_at)) if f == ref
+            )
+        else:
+            paired = False
+        if not paired:
+            return False
+    return True
+
+
 def _copies(kernel: Kernel) -> bool:
     """Whether ``kernel`` has a ``CopyAsync``."""
     return any(isinstance(op, CopyAsync) for op in kernel.ops)
@@ -215,7 +244,12 @@ class CudaDialect(CDialect):
         pairs = [(op.a, op.a_at + 2 * i) for i in range(4)] + [
             (op.b, op.b_at + 2 * i) for i in range(2)
         ]
-        words = [f"zyx_pair_bits({pair}(v{ref}[{at}], v{ref}[{at + 1}]))" for ref, at in pairs]
+        words = [
+            f"v{ref}[{at // 2}]"
+            if in_words(kernel, ref)
+            else f"zyx_pair_bits({pair}(v{ref}[{at}], v{ref}[{at + 1}]))"
+            for ref, at in pairs
+        ]
         ptx = (
             f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 "
             "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
@@ -234,8 +268,11 @@ class CudaDialect(CDialect):
             f"{{{registers}}}, [%{op.count}];"
         )
         address = f"(unsigned)__cvta_generic_to_shared(v{op.src} + {self.expr(kernel, op.index)})"
-        outputs = ", ".join(f'"=r"({w})' for w in words)
         at = op.dst_at
+        if in_words(kernel, op.dst):
+            held = ", ".join(f'"=r"(v{op.dst}[{at // 2 + i}])' for i in range(op.count))
+            return f'asm volatile("{ptx}" : {held} : "r"({address}) : "memory");'
+        outputs = ", ".join(f'"=r"({w})' for w in words)
         spread = " ".join(
             f"zyx_unpair({w}, v{op.dst}[{at + 2 * i}], v{op.dst}[{at + 2 * i + 1}]);"
             for i, w in enumerate(words)
@@ -264,6 +301,8 @@ class CudaDialect(CDialect):
             t = self.storage_type(op.dtype)
             offset = shared_layout(kernel)[ref]
             return f"{t}* const v{ref} = ({t}*)({_SHARED} + {offset});"
+        if isinstance(op, Define) and in_words(kernel, ref):
+            return f"unsigned v{ref}[{op.length // 2}];"
         return super().render_op(kernel, ref)
 
     def load(self, ptr: str, index: str, dtype: DType) -> str:

@@ -424,6 +424,16 @@ class Kernel:
         return value_dtypes(self.ops)
 
     @cached_property
+    def users(self) -> dict[Ref, tuple[Ref, ...]]:
+        """The ops that use each value (name it in an operand), in order; a value that
+        nothing uses is absent."""
+        found: dict[Ref, list[Ref]] = {}
+        for at, op in enumerate(self.ops):
+            for name in _OPERAND_FIELDS[type(op)]:
+                found.setdefault(getattr(op, name), []).append(at)
+        return {ref: tuple(dict.fromkeys(uses)) for ref, uses in found.items()}
+
+    @cached_property
     def copies(self) -> frozenset[Ref]:
         """The ``Load``s whose value nothing but ``Store``s use, as the stored value: elements
         moved unchanged, to memory of their own dtype (the verifier checks it), which a
