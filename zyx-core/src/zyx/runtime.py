@@ -122,11 +122,17 @@ class ExecPlan:
     """Per target: its position among the targets, and the slot holding its buffer."""
     kernels: int
     """Generated kernels among its launches."""
+    ops: list[tuple[Any, ...]] = field(init=False, repr=False, compare=False)
+    """``steps`` as ``_run`` takes them (``_op``): a cached plan runs on every realize, and
+    looking up each launch argument's kind there cost as much as the rest of the run."""
+
+    def __post_init__(self) -> None:
+        self.ops = [_op(step) for step in self.steps]
 
     def run(self, leaves: Sequence[Node], targets: Sequence[Node]) -> None:
         bufs: list[Buffer | None] = [None] * self.slots
         try:
-            self._steps(leaves, bufs, timed=False)
+            self._run(leaves, bufs, timed=False)
             for position, slot in self.targets:
                 buf = bufs[slot]
                 bufs[slot] = None
@@ -140,34 +146,56 @@ class ExecPlan:
         nanoseconds in total. Its results are dropped."""
         bufs: list[Buffer | None] = [None] * self.slots
         try:
-            return self._steps(leaves, bufs, timed=True)
+            return self._run(leaves, bufs, timed=True)
         finally:
             _free(bufs)
 
-    def _steps(self, leaves: Sequence[Node], bufs: list[Buffer | None], timed: bool) -> int:
+    def _run(self, leaves: Sequence[Node], bufs: list[Buffer | None], timed: bool) -> int:
         total = 0
-        for step in self.steps:
-            if isinstance(step, Launch):
-                args = [_arg(a, bufs, leaves) for a in step.args]
+        for code, step, fixed, from_leaves, from_slots in self.ops:
+            if code is _ALLOC:
+                bufs[step.slot] = allocator.allocate(fixed, step.nbytes)
+            elif code is _LAUNCH:
+                args = fixed.copy()
+                for i, j in from_leaves:
+                    leaf = leaves[j]
+                    args[i] = leaf.arg if leaf.buffer is None else leaf.buffer
+                for i, slot in from_slots:
+                    args[i] = bufs[slot]
                 if timed:
                     total += step.device.launch_timed(step.program, args)
                 else:
                     step.device.launch(step.program, args)
                     _stats.launches += 1
-            elif isinstance(step, Alloc):
-                bufs[step.slot] = allocator.allocate(step.device.pool, step.nbytes)
-            elif isinstance(step, Copy):
+            elif code is _RELEASE:
+                buf = bufs[step.slot]
+                bufs[step.slot] = None
+                assert buf is not None
+                allocator.free(buf)
+            else:
                 src = _arg(step.source, bufs, leaves)
                 dst = bufs[step.slot]
                 assert isinstance(src, Buffer) and dst is not None
                 dst.pool.copy_from(src.pool, src, dst)
                 _stats.copies += 1
-            else:
-                buf = bufs[step.slot]
-                bufs[step.slot] = None
-                assert buf is not None
-                allocator.free(buf)
         return total
+
+
+_ALLOC, _LAUNCH, _RELEASE, _COPY = "alloc", "launch", "release", "copy"
+
+
+def _op(step: Step) -> tuple[Any, ...]:
+    """``step`` as ``ExecPlan._run`` takes it: its kind, itself, and for a launch its
+    arguments with the numbers in place (``fixed``, copied per run) and the positions
+    that take a leaf's value and a slot's buffer; for an allocation its pool."""
+    if isinstance(step, Launch):
+        fixed = [value if kind == "value" else None for kind, value in step.args]
+        from_leaves = tuple((i, v) for i, (kind, v) in enumerate(step.args) if kind == "leaf")
+        from_slots = tuple((i, v) for i, (kind, v) in enumerate(step.args) if kind == "slot")
+        return (_LAUNCH, step, fixed, from_leaves, from_slots)
+    if isinstance(step, Alloc):
+        return (_ALLOC, step, step.device.pool, (), ())
+    return (_RELEASE if isinstance(step, Release) else _COPY, step, None, (), ())
 
 
 def _free(bufs: list[Buffer | None]) -> None:
@@ -252,7 +280,7 @@ class Runtime:
         return leaf(buf, dtype, tuple(data.shape), device)
 
     def _realize(self, nodes: list[Node]) -> None:
-        targets = list({id(n): n for n in nodes}.values())
+        targets = nodes if len(nodes) < 2 else list({id(n): n for n in nodes}.values())
         if not targets:
             return
         _stats.realizes += 1
@@ -344,33 +372,56 @@ def _as_view(node: Node) -> None:
 def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
     """The plan cache's key for realizing ``targets``, and the leaves a plan binds, in
     the order the key numbers them: each node's entry once its sources have theirs (the
-    order of ``walk``). One pass, not ``walk`` then a loop: this runs on every realize,
-    and a second pass over the nodes cost as much as the first."""
+    order of ``walk``).
+
+    This runs on every realize, so it is one pass, and the key is flat: per leaf ``(is
+    a scalar, dtype, shape, device)``, per op ``(op, arg, dtype, shape, device, number of
+    sources, their positions...)`` (a bool, not an ``Op``, starts a leaf's entry, so the
+    entries read back one way), then the targets' positions in a tuple: a tuple per node
+    cost as much again to build and to hash. A node is pushed again under ``_EMIT`` to
+    make its entry once its sources are done; sources are pushed unchecked (a node seen
+    already is skipped when popped)."""
     position: dict[int, int] = {}
     leaves: list[Node] = []
     key: list[Hashable] = []
-    stack = [(t, False) for t in reversed(targets)]
-    pop, push = stack.pop, stack.append
+    entry = key.extend
+    stack: list[Any] = list(reversed(targets))
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        node, expanded = pop()
-        if id(node) in position:
+        node = pop()
+        if node is _EMIT:
+            node = pop()
+            op, arg, srcs = node.op, node.arg, node.srcs
+            if op is _CUSTOM:
+                arg = arg.key
+            position[id(node)] = len(position)
+            if len(srcs) == 1:  # most ops: their entry in one tuple
+                entry((op, arg, node.dtype, node.shape, id(node.device), 1, position[id(srcs[0])]))
+            elif len(srcs) == 2:
+                first, second = position[id(srcs[0])], position[id(srcs[1])]
+                entry((op, arg, node.dtype, node.shape, id(node.device), 2, first, second))
+            else:
+                entry((op, arg, node.dtype, node.shape, id(node.device), len(srcs)))
+                entry([position[id(s)] for s in srcs])
+        elif id(node) in position:
             continue
-        if expanded:
-            arg = node.arg.key if node.op is Op.CUSTOM else node.arg
-            srcs = tuple([position[id(s)] for s in node.srcs])
-            position[id(node)] = len(key)
-            key.append((node.op, arg, node.dtype, node.shape, id(node.device), srcs))
-        elif node.buffer is not None or node.op is Op.SCALAR:
-            position[id(node)] = len(key)
+        elif node.buffer is not None or node.op is _SCALAR:
+            position[id(node)] = len(position)
             leaves.append(node)
-            key.append((node.op is Op.SCALAR, node.dtype, node.shape, id(node.device)))
+            entry((node.op is _SCALAR, node.dtype, node.shape, id(node.device)))
         else:
-            push((node, True))
-            for src in reversed(node.srcs):
-                if id(src) not in position:
-                    push((src, False))
+            push(node)
+            push(_EMIT)
+            extend(reversed(node.srcs))
     key.append(tuple([position[id(t)] for t in targets]))
     return tuple(key), leaves
+
+
+_EMIT = object()
+"""``structure``'s mark: the node below it on the stack has its sources' entries."""
+
+_CUSTOM, _SCALAR = Op.CUSTOM, Op.SCALAR
+"""For ``structure``'s loop: reading an enum's member off its class runs Python code."""
 
 
 class _Planner:

@@ -51,10 +51,20 @@ def _kind(dtype: DType) -> str:
     return BOOL if dtype is DType.BOOL else FLOAT if dtype.is_float else INTEGER
 
 
+_KIND = {dtype: _kind(dtype) for dtype in DType}
+"""``_kind`` of each dtype, looked up: every op checks its operands' kinds."""
+
+
 def _check_kind(name: str, dtype: DType, kinds: Kinds) -> None:
-    kinds = (kinds,) if isinstance(kinds, str) else kinds
-    if _kind(dtype) not in kinds:
+    kind = _KIND[dtype]
+    if kind != kinds if isinstance(kinds, str) else kind not in kinds:
+        kinds = (kinds,) if isinstance(kinds, str) else kinds
         raise TypeError(f"{name} takes {' or '.join(kinds)} arrays, got {dtype_name(dtype)}")
+
+
+_MATH, _ARITHMETIC = DTypeCapability.MATH, DTypeCapability.ARITHMETIC
+"""What an op needs of its dtype, read once: reading an enum's member off its class costs a
+Python call (``EnumType.__getattr__`` in Python 3.11), and every op asks."""
 
 
 # ---- node-level helpers: the compositions below are written with these ----------------------
@@ -97,9 +107,7 @@ def _unary(name: str, x: Any, kinds: Kinds, math_op: bool = False) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} takes an array, got {type(x).__name__}")
     _check_kind(name, x.dtype, kinds)
-    require(
-        x.device, x.dtype, DTypeCapability.MATH if math_op else DTypeCapability.ARITHMETIC, name
-    )
+    require(x.device, x.dtype, _MATH if math_op else _ARITHMETIC, name)
     return x
 
 
@@ -127,7 +135,7 @@ def _binary(
             raise TypeError(f"{name}: {error}") from None
         a, b = nodes.cast(a, dtype), nodes.cast(b, dtype)
     _check_kind(name, dtype, kinds)
-    cap = DTypeCapability.MATH if math_op else DTypeCapability.ARITHMETIC
+    cap = _MATH if math_op else _ARITHMETIC
     require(a.device, dtype, cap, name)
     if a.shape != b.shape:
         shape = broadcast_shapes(a.shape, b.shape, what=name)

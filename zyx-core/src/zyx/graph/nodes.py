@@ -84,6 +84,11 @@ class Gather:
     along ``axis``), else ``take`` (the indices' dims replace dim ``axis``)."""
 
 
+# The members the constructors below read, which every array op calls: reading an enum's
+# member off its class costs a Python call (``EnumType.__getattr__`` in Python 3.11).
+_BUFFER, _CONST, _SCALAR, _VIEW, _RESHAPE = Op.BUFFER, Op.CONST, Op.SCALAR, Op.VIEW, Op.RESHAPE
+_UNARY, _BINARY, _WHERE, _CAST, _REDUCE = Op.UNARY, Op.BINARY, Op.WHERE, Op.CAST, Op.REDUCE
+
 ELEMENTWISE = frozenset({Op.UNARY, Op.BINARY, Op.WHERE, Op.CAST})
 LEAVES = frozenset({Op.BUFFER, Op.SCALAR, Op.CONST, Op.IOTA})
 
@@ -167,15 +172,15 @@ class Node:
 
 
 def leaf(buffer: Buffer, dtype: DType, shape: tuple[int, ...], device: Device) -> Node:
-    return Node(Op.BUFFER, None, (), dtype, shape, device, buffer)
+    return Node(_BUFFER, None, (), dtype, shape, device, buffer)
 
 
 def const(value: bool | int | float, dtype: DType, device: Device) -> Node:
-    return Node(Op.CONST, value, (), dtype, (), device)
+    return Node(_CONST, value, (), dtype, (), device)
 
 
 def scalar(value: bool | int | float, dtype: DType, device: Device) -> Node:
-    return Node(Op.SCALAR, value, (), dtype, (), device)
+    return Node(_SCALAR, value, (), dtype, (), device)
 
 
 def iota(shape: tuple[int, ...], dim: int, device: Device) -> Node:
@@ -186,45 +191,45 @@ def view(src: Node, v: View) -> Node:
     """``src`` through ``v``; views of views merge into one."""
     if v.is_identity:
         return src
-    if src.op is Op.VIEW and not src.realized:
+    if src.op is _VIEW and src.buffer is None:
         return view(src.srcs[0], v.after(src.arg))
-    return Node(Op.VIEW, v, (src,), src.dtype, v.shape, src.device)
+    return Node(_VIEW, v, (src,), src.dtype, v.shape, src.device)
 
 
 def reshape(src: Node, shape: tuple[int, ...]) -> Node:
     """``src`` in another shape; a reshape that only adds or drops size-1 dims is a view."""
     if shape == src.shape:
         return src
-    base = src.arg if src.op is Op.VIEW and not src.realized else View.identity(src.shape)
+    base = src.arg if src.op is _VIEW and src.buffer is None else View.identity(src.shape)
     squeezed = base.squeeze_to(shape)
     if squeezed is not None:
         return view(src.srcs[0] if base is src.arg else src, squeezed)
-    if src.op is Op.RESHAPE and not src.realized:
+    if src.op is _RESHAPE and src.buffer is None:
         src = src.srcs[0]
-    return Node(Op.RESHAPE, shape, (src,), src.dtype, shape, src.device)
+    return Node(_RESHAPE, shape, (src,), src.dtype, shape, src.device)
 
 
 def unary(op: UOp, x: Node, dtype: DType | None = None) -> Node:
-    return Node(Op.UNARY, op, (x,), dtype or x.dtype, x.shape, x.device)
+    return Node(_UNARY, op, (x,), dtype or x.dtype, x.shape, x.device)
 
 
 def binary(op: BOp, a: Node, b: Node, dtype: DType) -> Node:
-    return Node(Op.BINARY, op, (a, b), dtype, a.shape, a.device)
+    return Node(_BINARY, op, (a, b), dtype, a.shape, a.device)
 
 
 def where(cond: Node, a: Node, b: Node) -> Node:
-    return Node(Op.WHERE, None, (cond, a, b), a.dtype, a.shape, a.device)
+    return Node(_WHERE, None, (cond, a, b), a.dtype, a.shape, a.device)
 
 
 def cast(x: Node, dtype: DType) -> Node:
     if dtype is x.dtype:
         return x
-    return Node(Op.CAST, dtype, (x,), dtype, x.shape, x.device)
+    return Node(_CAST, dtype, (x,), dtype, x.shape, x.device)
 
 
 def reduce(op: ReduceOp, x: Node, axes: tuple[int, ...], dtype: DType) -> Node:
     shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
-    return Node(Op.REDUCE, Reduction(op, axes), (x,), dtype, shape, x.device)
+    return Node(_REDUCE, Reduction(op, axes), (x,), dtype, shape, x.device)
 
 
 def custom(
