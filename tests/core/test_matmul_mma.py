@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 
 import zyx
-from zyx.backend import Device
+from zyx.backend import Buffer, Device
 from zyx.dtypes import DType, DTypeCapability
 from zyx.graph import matmul
 from zyx.graph.claims import Matmul, matmuls
 from zyx.graph.schedule import Graph
 from zyx.ir import Kernel, Mma
 from zyx.ir.interpreter import interpret
-from zyx.testing.matmul import CASES, Case, found, operands, reference
-from zyx.testing.numerics import Array, assert_close, poisoned
+from zyx.testing.matmul import ALIGNED_CASES, CASES, Case, found, operands, reference
+from zyx.testing.numerics import Array, assert_close, poisoned, random
 
 TENSOR = DTypeCapability.FULL | DTypeCapability.TENSOR_CORE
 
@@ -84,10 +84,79 @@ def test_the_default_mma_variant_matches_numpy(host: Device, dtype: DType) -> No
         check(host, matmul.MMA_VARIANTS[0], dtype, case)
 
 
-@pytest.mark.parametrize("variant", matmul.MMA_VARIANTS[1:], ids=str)
+UNSTAGED = [v for v in matmul.MMA_VARIANTS[1:] if not v.stages]
+STAGED = [v for v in matmul.MMA_VARIANTS if v.stages]
+
+H200_LOCAL = 232448
+"""Bytes of local memory of a work-group on the H200 (its opt-in shared memory)."""
+
+
+@pytest.mark.parametrize("variant", UNSTAGED, ids=str)
 def test_every_mma_variant_matches_numpy(host: Device, variant: matmul.Variant) -> None:
     check(host, variant, DType.BF16, CASES[1])
     check(host, variant, DType.F16, EDGES[2])
+
+
+@pytest.mark.parametrize("variant", STAGED, ids=str)
+def test_every_pipelined_variant_matches_numpy(host: Device, variant: matmul.Variant) -> None:
+    """Its copies complete only at their waits in the interpreter, and a stage read before
+    that is NaN: a pipeline that waits too little fails here (test_ir_copies.py)."""
+    dtypes = (DType.BF16, DType.F16, DType.BF16, DType.F16)
+    for dtype, case in zip(dtypes, ALIGNED_CASES, strict=True):
+        a, b = operands(np.random.default_rng(1), dtype, case)
+        m = found(host, case, a, b)
+        assert matmul.fits(variant, m, gpu(host, local_mem_size=H200_LOCAL))
+        got = interpreted(variant, m, held(a, case.a_transposed), held(b, case.b_transposed))
+        assert_close(got, reference(a, b), dtype, f"{variant} {case}")
+
+
+def test_pipelined_variants_take_only_16_byte_rows(host: Device) -> None:
+    """Each copy moves 16 aligned bytes: a row of an odd length, an offset that is not a
+    multiple of 8, or a dim of neither stride 1, and the pipelined variants do not fit
+    (the others do); nor do stages that overflow local memory, nor a buffer at an address
+    that is no multiple of 16 (a foreign one, adopted)."""
+    device = gpu(host, local_mem_size=H200_LOCAL)
+    rng = np.random.default_rng(2)
+    for case in (CASES[1], Case((), (), 64, 64, 36), Case((), (), 60, 64, 64, a_transposed=True)):
+        m = found(host, case, *operands(rng, DType.BF16, case))
+        assert not any(matmul.fits(v, m, device) for v in STAGED)
+        assert matmul.fits(matmul.MMA_VARIANTS[0], m, device)
+    x = zyx.asarray(random(rng, DType.BF16, 65 * 64).reshape(65, 64), device=host)
+    for view in (x[1:], x[:, ::2]):  # an offset of 64 + 0 and 16-byte rows; a stride of 2
+        (m,) = matmuls(Graph([zyx.matmul(view, x[:64, : view.shape[1]].mT).node]))
+        fitting = any(matmul.fits(v, m, device) for v in STAGED)
+        assert fitting == (view.shape[1] == 64), view.shape
+    aligned = ALIGNED_CASES[0]
+    m = found(host, aligned, *operands(rng, DType.BF16, aligned))
+    assert all(matmul.fits(v, m, device) for v in STAGED)
+    assert not any(matmul.fits(v, m, gpu(host, local_mem_size=48 << 10)) for v in STAGED)
+    held = m.a.node.buffer
+    assert held is not None
+    m.a.node.buffer = Buffer(held.pool, held.nbytes, 0x7F0000000002)  # adopted from a view
+    try:
+        assert not any(matmul.fits(v, m, device) for v in STAGED)
+    finally:
+        m.a.node.buffer = held
+
+
+@pytest.mark.parametrize("width", [16, 32, 64, 128, 256])
+def test_a_stage_swizzle_puts_ldmatrix_rows_and_copies_in_distinct_banks(width: int) -> None:
+    """8 rows from a multiple of 8, one chunk of 16 bytes each (an ``LdMatrix`` matrix), and
+    8 chunks in copy order (8 work-items' ``CopyAsync``s), each lie in 8 distinct 16-byte
+    columns of the 32 banks: no bank conflict, with no padding."""
+    chunks = width // matmul.VECTOR
+
+    def column(row: int, chunk: int) -> int:
+        return matmul.swizzled(row, chunk, width) * 2 // 16 % 8
+
+    for row0 in range(0, 32, 8):
+        for chunk in range(chunks):
+            assert len({column(row0 + r, chunk) for r in range(8)}) == 8
+    for first in range(0, 8 * chunks, 8):
+        copies = [divmod(first + i, chunks) for i in range(8)]
+        assert len({column(row, chunk) for row, chunk in copies}) == 8
+    rows = [matmul.swizzled(r, c, width) for r in range(8) for c in range(chunks)]
+    assert sorted(rows) == list(range(0, 8 * width, matmul.VECTOR))  # a permutation
 
 
 def test_the_kernels_use_tensor_cores(host: Device) -> None:

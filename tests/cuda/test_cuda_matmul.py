@@ -2,7 +2,8 @@
 compile with NVRTC for sm_90, the default in bf16 and for sm_80 in f16 too, and every
 tensor-core (MMA) variant in bf16 and f16 (no GPU needed: CI runs these); on a GPU, each
 matches numpy in float64 into poisoned outputs, in f32, f16 and bf16 (f32 accumulation),
-the MMA variants in f16 and bf16 (transposed, batched, past a tile and k's step), and
+the MMA variants in f16 and bf16 (transposed, batched, past a tile and k's step; the
+pipelined ones on rows of 16 bytes), and
 ``zyx.matmul`` takes it where it wins its race (8 x 1024 x 1024 x 512)."""
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import zyx
 from zyx.dtypes import DType
 from zyx.graph import matmul
 from zyx.ir import Kernel
-from zyx.testing.matmul import CASES, Case, check_front_end, check_variant, found, operands
+from zyx.testing.matmul import (
+    ALIGNED_CASES,
+    CASES,
+    Case,
+    check_front_end,
+    check_variant,
+    found,
+    operands,
+)
 
 pytest.importorskip("cuda.bindings.nvrtc")
 
@@ -29,6 +38,8 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.cuda
 
+STAGED = tuple(v for v in matmul.MMA_VARIANTS if v.stages)
+
 
 @pytest.mark.parametrize(
     ("arch", "dtype", "variants"),
@@ -38,8 +49,16 @@ pytestmark = pytest.mark.cuda
         ((8, 0), DType.F16, matmul.GPU_VARIANTS[:1]),
         ((9, 0), DType.BF16, matmul.MMA_VARIANTS),
         ((8, 0), DType.F16, matmul.MMA_VARIANTS[:1]),
+        ((8, 0), DType.F16, STAGED[:1]),
     ],
-    ids=["sm_90-f32-all", "sm_90-bf16-gpu", "sm_80-f16-gpu", "sm_90-bf16-mma", "sm_80-f16-mma"],
+    ids=[
+        "sm_90-f32-all",
+        "sm_90-bf16-gpu",
+        "sm_80-f16-gpu",
+        "sm_90-bf16-mma",
+        "sm_80-f16-mma",
+        "sm_80-f16-pipelined",
+    ],  # fmt: skip
 )
 def test_gpu_variants_compile(
     arch: tuple[int, int],
@@ -48,14 +67,21 @@ def test_gpu_variants_compile(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Each on a product it takes: the pipelined ones (``stages``) on rows of 16 bytes, their
+    copies ``cp.async`` and their fragments held as the 32-bit words ldmatrix and mma.sync
+    take (no unpacking and packing again)."""
     monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
-    case = CASES[1]
-    m = found(zyx.device("host"), case, *operands(np.random.default_rng(0), dtype, case))
     compiler = Compiler(arch)
     for variant in variants:
+        case = ALIGNED_CASES[0] if variant.stages else CASES[1]
+        m = found(zyx.device("host"), case, *operands(np.random.default_rng(0), dtype, case))
         for launch in matmul.build(m, variant):
             assert isinstance(launch.kernel, Kernel)
-            assert compiler.compile(CudaDialect().render(launch.kernel)).format == "cubin"
+            source = CudaDialect().render(launch.kernel)
+            if variant.stages:
+                assert "zyx_copy_async<16>(" in source.code
+                assert source.code.count("zyx_pair_bits(") == 1  # defined, never called
+            assert compiler.compile(source).format == "cubin"
 
 
 @pytest.mark.parametrize("variant", matmul.GPU_VARIANTS, ids=str)
@@ -79,7 +105,10 @@ MMA_CASES = (*CASES, Case((3,), (3,), 300, 260, 100, a_transposed=True, b_transp
 def test_every_mma_variant_matches_numpy(
     device: CudaDevice, variant: matmul.Variant, dtype: DType
 ) -> None:
-    for seed, case in enumerate(MMA_CASES):
+    """The pipelined ones (``stages``) on rows of 16 bytes, which are all they take, and on
+    1024 x 2048 x 4096 (128 steps of 32 along k: the pipeline's steady state)."""
+    cases = (*ALIGNED_CASES, Case((), (), 1024, 2048, 4096)) if variant.stages else MMA_CASES
+    for seed, case in enumerate(cases):
         check_variant(device, variant, dtype, case, seed)
 
 

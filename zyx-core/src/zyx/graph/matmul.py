@@ -43,13 +43,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from math import prod
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from zyx.dtypes import DType, DTypeCapability
 from zyx.graph.claims import Claim, Matmul, Operand
 from zyx.graph.nodes import CustomLaunch
 from zyx.ir.builder import KernelBuilder, Value
-from zyx.ir.ops import Kernel, ParamKind, Storage
+from zyx.ir.ops import INDEX, Kernel, ParamKind, Storage
 from zyx.ir.verify import MMA_CAPABILITY
 
 if TYPE_CHECKING:
@@ -96,6 +96,12 @@ class Variant:
     ldmatrix: bool = False
     """With ``mma``: the fragments loaded by ``zyx.ir.LdMatrix`` (8 x 8 matrices, four a
     load), not element by element."""
+    stages: int = 0
+    """With ``ldmatrix``, 2 or more: the tiles of this many steps of k in local memory at
+    once, copied by ``zyx.ir.CopyAsync`` 16 bytes at a time ``stages - 1`` steps ahead of
+    the step computed, their rows' 16-byte chunks XOR-swizzled (no padding), each warp's
+    fragments of a step's next 16 along k loaded before it multiplies the last
+    (``_Stages``); 0: one step in local memory, copied through registers."""
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -137,6 +143,12 @@ WARP = 32
 
 MMA_VARIANTS = (
     Variant((64, 32), (2, 4), 32, mma=True),
+    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=3),
+    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=4),
+    Variant((64, 64), (4, 2), 32, mma=True, ldmatrix=True, stages=3),
+    Variant((64, 64), (2, 2), 32, mma=True, ldmatrix=True, stages=4),
+    Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True, stages=4),
+    Variant((64, 64), (2, 4), 64, mma=True, ldmatrix=True, stages=3),
     Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True),
     Variant((32, 32), (2, 2), 32, mma=True),
     Variant((32, 32), (2, 2), 32, mma=True, ldmatrix=True),
@@ -146,7 +158,14 @@ MMA_VARIANTS = (
 """For a GPU with tensor cores, f16 and bf16 only (``fits``), default first: a 128 x 128
 tile of 8 warps, each 64 x 32 outputs (4 x 4 MMAs a step of 16 along k: 64 accumulators a
 work-item); a 64 x 64 tile of 4 warps for products of few tiles; fragments by LdMatrix or
-element by element."""
+element by element. Pipelined (``stages``; operands of 16-byte aligned rows): 128 x 256
+and 256 x 128 tiles of 8 warps of 64 x 64 (128 accumulators a work-item), 3 or 4 steps of
+32 along k in local memory (72 and 96 KiB), or 64 along k in 3 (144 KiB); 128 x 128 of 4
+warps of 64 x 64, or of 8 of 64 x 32, in 4 steps of 32 (64 KiB)."""
+
+VECTOR = 8
+"""Elements of one ``CopyAsync`` of a pipelined variant (``stages``): 16 bytes of f16 or
+bf16, ``cp.async``'s largest, and of a row's chunk in its swizzled local memory."""
 
 MMA_PAD = 8
 """Elements that pad each row of an MMA tile in local memory: a fragment's lanes then read
@@ -181,7 +200,7 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
         return False
     if variant.packed and (variant.local_size > 1 or variant.depth):
         return False
-    if variant.ldmatrix and not variant.mma:
+    if (variant.ldmatrix or variant.stages) and not variant.mma:
         return False
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
@@ -203,9 +222,45 @@ def _fits_mma(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
     if rows % 16 or cols % 8 or variant.depth % 16 or not variant.depth:
         return False
     rows, cols = variant.tile
+    if variant.stages:
+        return _fits_stages(variant, m, info)
     a_tile = _mma_tile_length(rows, variant.depth, abs(m.a.strides[-1]) == 1)
     b_tile = _mma_tile_length(cols, variant.depth, abs(m.b.strides[-1]) != 1)
     return (a_tile + b_tile) * dtype.itemsize <= info.local_mem_size
+
+
+def _fits_stages(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
+    """Whether pipelined ``variant`` (``stages``) runs ``m`` on ``info``'s device: fragments
+    by LdMatrix; each operand contiguous along one of its last two dims, its other strides,
+    its offset and its extent along that dim multiples of ``VECTOR`` and its buffer's
+    address of 16 (every copy 16 aligned bytes, wholly inside the operand or wholly past
+    it); whole copies for each work-item, rows of a power of two of copies (``_Stages``),
+    and the stages in its local memory."""
+    if not variant.ldmatrix or variant.stages < 2:
+        return False
+    rows, cols = variant.tile
+    for x, count, shape, k_dim in ((m.a, rows, (m.n, m.k), -1), (m.b, cols, (m.k, m.m), -2)):
+        inner = -1 if x.strides[-1] == 1 else -2 if x.strides[-2] == 1 else 0
+        if not inner or x.offset % VECTOR or shape[inner] % VECTOR or _misaligned(x):
+            return False
+        if any(s % VECTOR for i, s in enumerate(x.strides) if i != len(x.strides) + inner):
+            return False
+        along_k = inner == k_dim
+        width = variant.depth if along_k else count
+        chunks, copies = width // VECTOR, count * variant.depth // VECTOR
+        if width % VECTOR or chunks & (chunks - 1) or copies % variant.local_size:
+            return False
+    stage = (rows + cols) * variant.depth * m.a.node.dtype.itemsize
+    return variant.stages * stage <= info.local_mem_size
+
+
+def _misaligned(x: Operand) -> bool:
+    """Whether ``x``'s buffer, where it holds one already, has an address (an int handle:
+    a pointer) that is no multiple of 16 bytes: a foreign buffer adopted from a view
+    (``cp.async`` faults on it). The pools' own buffers are aligned (``cuMemAlloc``'s to
+    256 bytes)."""
+    buf = x.node.buffer
+    return buf is not None and isinstance(buf.handle, int) and buf.handle % 16 != 0
 
 
 def _mma_tile_length(count: int, depth: int, along_k: bool) -> int:
@@ -408,7 +463,8 @@ class _Tiles:
         self.a_base = _batch_offset(m.a, m.batch, batch)
         self.b_base = _batch_offset(m.b, m.batch, batch)
         if v.mma:
-            self.tensor_cores(kb.local(0, v.local_size), batch * (m.n * m.m), row0, col0)
+            through = self.pipelined if v.stages else self.tensor_cores
+            through(kb.local(0, v.local_size), batch * (m.n * m.m), row0, col0)
             return kb.build()
         acc = kb.define(self.acc, v.block[0] * v.block[1])
         for i in range(v.block[0] * v.block[1]):
@@ -544,6 +600,58 @@ class _Tiles:
         for row, col, value in warp.outputs():
             self.store(out_base, row0 + row, col0 + col, value)
 
+    def pipelined(self, lid: Value, out_base: Value, row0: Value, col0: Value) -> None:
+        """The tile by tensor cores through ``stages`` steps of k in local memory
+        (``Variant.stages``): before the k loop the copies of the first ``stages - 1``
+        steps are issued, a group each; each step waits for its own group (the newer
+        ``stages - 2`` may still be in flight), and after a barrier (its copies seen by
+        every warp, and the stage of the step before free: every warp has computed it)
+        issues the copies of the step ``stages - 1`` ahead into that stage, then computes
+        its own. Past k (the last step where ``depth`` does not divide it) the copies are
+        of zeros; rows and columns past the output's are clamped, as ``load_a`` clamps."""
+        kb, m, v = self.kb, self.m, self.v
+        rows, cols = v.tile
+        a = _Stages(kb, m.a.node.dtype, lid, v, rows, along_k=m.a.strides[-1] == 1)
+        b = _Stages(kb, m.b.node.dtype, lid, v, cols, along_k=m.b.strides[-1] != 1)
+        warp = _Warp(kb, lid, v)
+        steps = -(-m.k // v.depth)
+        sa, sb = m.a.strides, m.b.strides
+
+        def issue(step: Value | int) -> None:
+            k0 = step * v.depth
+            stage = step % v.stages
+
+            def inside(d: Value) -> Value | bool:
+                return True if m.k % v.depth == 0 else k0 + d < m.k
+
+            def a_at(e: Value, d: Value) -> Value:
+                row = kb.minimum(row0 + e, m.n - (1 if a.k_inner else VECTOR))
+                return self.a_base + row * sa[-2] + (k0 + d) * sa[-1]
+
+            def b_at(e: Value, d: Value) -> Value:
+                col = kb.minimum(col0 + e, m.m - (1 if b.k_inner else VECTOR))
+                return self.b_base + (k0 + d) * sb[-2] + col * sb[-1]
+
+            a.issue(self.a, stage, a_at, inside)
+            b.issue(self.b, stage, b_at, inside)
+
+        for first in range(v.stages - 1):
+            if first < steps:
+                issue(first)
+            kb.commit_copies()  # a group each, however few the steps: the waits count them
+        with kb.loop(steps) as step:
+            kb.wait_copies(v.stages - 2)
+            kb.barrier()
+            with kb.if_(step + (v.stages - 1) < steps):
+                issue(step + (v.stages - 1))
+            kb.commit_copies()
+            a.base = step % v.stages * a.length
+            b.base = step % v.stages * b.length
+            warp.step(a, b, ahead=True)
+        kb.wait_copies(0)  # none is left in flight at the kernel's end (all empty groups)
+        for row, col, value in warp.outputs():
+            self.store(out_base, row0 + row, col0 + col, value)
+
     def from_tiles(self, acc: Value, a: _Copy, b: _Copy, d: int, ty: Value, tx: Value) -> None:
         """``acc += a * b`` for step ``d`` of the tiles in local memory."""
         t0, t1 = self.v.threads
@@ -578,19 +686,30 @@ class _Warp:
         for i in range(self.down * self.across * 4):
             self.acc[i] = kb.const(0, DType.F32)
 
-    def step(self, a: _Copy, b: _Copy) -> None:
+    def step(self, a: _Tile, b: _Tile, ahead: bool = False) -> None:
         """``acc += a @ b`` over the tiles' ``depth``, 16 along k an MMA; each 16 loads the
-        fragments of a's rows and b's columns of this warp's block first."""
+        fragments of a's rows and b's columns of this warp's block first, or with
+        ``ahead`` those of the next 16 too, before its MMAs (their loads' latency hidden
+        behind them)."""
         kb = self.kb
-        for k0 in range(0, self.v.depth, 16):
+
+        def fragments(k0: int) -> tuple[Value, Value]:
             fa = kb.define(a.tile.dtype, self.down * 8)
             fb = kb.define(b.tile.dtype, self.across * 4)
             (self.matrices if self.v.ldmatrix else self.elements)(a, b, fa, fb, k0)
+            return fa, fb
+
+        starts = range(0, self.v.depth, 16)
+        held = fragments(0)
+        for k0 in starts:
+            fa, fb = held if k0 == 0 or ahead else fragments(k0)
+            if ahead and k0 + 16 < self.v.depth:
+                held = fragments(k0 + 16)
             for r in range(self.down):
                 for c in range(self.across):
                     kb.mma(self.acc, fa, fb, (r * self.across + c) * 4, r * 8, c * 4)
 
-    def elements(self, a: _Copy, b: _Copy, fa: Value, fb: Value, k0: int) -> None:
+    def elements(self, a: _Tile, b: _Tile, fa: Value, fb: Value, k0: int) -> None:
         """The fragments at ``k0`` along k, element by element, as ``Mma`` lays them out."""
         g, t = self.g, self.t
         a_rows, b_cols = self.row0 + g, self.col0 + g
@@ -602,7 +721,7 @@ class _Warp:
             for i in range(4):
                 fb[c * 4 + i] = b.at(t * 2 + (k0 + i % 2 + i // 2 * 8), b_cols + c * 8)
 
-    def matrices(self, a: _Copy, b: _Copy, fa: Value, fb: Value, k0: int) -> None:
+    def matrices(self, a: _Tile, b: _Tile, fa: Value, fb: Value, k0: int) -> None:
         """The fragments at ``k0`` along k by ``LdMatrix``, four 8 x 8 matrices at a time:
         an A fragment's (rows, then k: 0-7 x 0-7, 8-15 x 0-7, 0-7 x 8-15, 8-15 x 8-15) and two
         B fragments' (k, then columns: 0-7 x 0-7, 8-15 x 0-7, then 8-15 columns), transposed
@@ -616,7 +735,7 @@ class _Warp:
             cols, depths = self.col0 + (c * 8) + j / 2 * 8, j % 2 * 8 + k0
             kb.ldmatrix(fb, b.tile, self.start(b, depths, cols), count, not b.k_inner, c * 4)
 
-    def start(self, tile: _Copy, d: Value, e: Value) -> Value:
+    def start(self, tile: _Tile, d: Value, e: Value) -> Value:
         """Where this lane's row of its matrix starts in ``tile``: the matrix's origin at
         ``d`` along k and ``e`` along the rows (columns), moved by the lane's row along the
         tile's contiguous dim's other."""
@@ -693,3 +812,82 @@ class _Copy:
 
     def offset(self, d: Value | int, e: Value) -> Value:
         return e * self.stride + d if self.k_inner else e + d * self.stride
+
+
+class _Stages:
+    """A work-group's ``stages`` tiles of an operand in local memory (``Variant.stages``),
+    each ``depth`` x ``count`` elements (rows of a or columns of b), copied by
+    ``CopyAsync``s of ``VECTOR`` elements along the operand's contiguous dim.
+
+    A stage is held as ``_Copy`` holds its tile for tensor cores, with k contiguous where
+    the operand is (``[e][d]``), else ``[d][e]``, but unpadded: its rows of ``width``
+    elements are chunks of ``VECTOR`` (16 bytes), chunk ``c`` of row ``r`` held at chunk
+    ``c ^ (r / R % min(chunks, 8))``, ``R`` the rows of a 128-byte line (``8 / chunks``, at
+    least 1). The 8 rows an ``LdMatrix`` matrix reads (8 consecutive, from a multiple of 8,
+    one chunk each) then lie in 8 different 16-byte columns of banks, and so do the
+    chunks each 8 work-items of a warp copy (consecutive chunks of a row or two).
+    """
+
+    def __init__(
+        self, kb: KernelBuilder, dtype: DType, lid: Value, v: Variant, count: int, along_k: bool
+    ) -> None:
+        self.kb = kb
+        self.k_inner = along_k
+        self.width = v.depth if along_k else count
+        self.length = count * v.depth
+        """Elements of one stage."""
+        self.tile = kb.define(dtype, v.stages * self.length, Storage.LOCAL)
+        self.base: Value | int = 0
+        """Where the stage that ``offset`` reads starts (the k loop sets it)."""
+        chunks = self.width // VECTOR
+        step = v.local_size // chunks if v.local_size % chunks == 0 else 0
+        self.places: list[tuple[Value, Value]] = []
+        for q in range(self.length // VECTOR // v.local_size):
+            if step:  # a work-item's chunk is the same in each row it copies: one register
+                row, chunk = lid / chunks + q * step, lid % chunks
+            else:
+                copy = lid + q * v.local_size
+                row, chunk = copy / chunks, copy % chunks
+            self.places.append((row, chunk))
+        self.held = [self.at(row, chunk) for row, chunk in self.places]
+        """Where each of a work-item's copies lies in a stage."""
+
+    def at(self, row: Value, chunk: Value) -> Value:
+        """Where ``chunk`` of ``row`` starts in a stage."""
+        return swizzled(row, chunk, self.width)
+
+    def issue(
+        self, src: Value, stage: Value | int, at: Callable[[Value, Value], Value],
+        inside: Callable[[Value], Value | bool],
+    ) -> None:  # fmt: skip
+        """This work-item's copies into ``stage``: ``at(e, d)`` is where the copy of element
+        ``e`` of the tile's rows or columns at ``d`` along k starts in ``src``, and the
+        copy is of zeros where ``inside(d)`` is false."""
+        for (row, chunk), held in zip(self.places, self.held, strict=True):
+            line = chunk * VECTOR
+            e, d = (row, line) if self.k_inner else (line, row)
+            where = stage * self.length + held
+            self.kb.copy_async(self.tile, where, src, at(e, d), VECTOR, inside(d))
+
+    def offset(self, d: Value | int, e: Value) -> Value:
+        """Where element ``e`` of the tile's rows or columns at ``d`` along k lies, in the
+        stage from ``base``: the contiguous one of them a multiple of ``VECTOR`` (an
+        ``LdMatrix`` row's start)."""
+        row, line = (e, d) if self.k_inner else (d, e)
+        chunk = self.kb.value(line, INDEX) >> (VECTOR.bit_length() - 1)
+        return self.at(self.kb.value(row, INDEX), chunk) + self.base
+
+
+Index = TypeVar("Index", int, Value)
+
+
+def swizzled(row: Index, chunk: Index, width: int) -> Index:
+    """Where chunk ``chunk`` (of ``VECTOR`` elements) of row ``row`` of a ``_Stages`` stage,
+    rows of ``width`` elements (``VECTOR`` times a power of two), starts in it."""
+    chunks = width // VECTOR
+    lines = (max(8 // chunks, 1)).bit_length() - 1  # log2 of the rows of a 128-byte line
+    return row * width + (chunk ^ ((row >> lines) & (min(chunks, 8) - 1))) * VECTOR
+
+
+_Tile = _Copy | _Stages
+"""An operand's tile in local memory, as ``_Warp`` reads it."""

@@ -51,6 +51,18 @@ CASES = (
 """Smaller than a GPU tile; past one in both dims with a k that no step divides, a
 transposed; batches that broadcast, b transposed."""
 
+ALIGNED_CASES = (
+    Case((2,), (2,), 136, 264, 72),
+    Case((), (), 64, 120, 48, a_transposed=True, b_transposed=True),
+    Case((3,), (), 20, 16, 24, b_transposed=True),
+    Case((), (), 136, 128, 328, a_transposed=True),
+)
+"""Operands of 16-byte rows (of 8 f16 or bf16), as the pipelined tensor-core variants
+(``Variant.stages``) take them: past a tile's rows and columns with k past a step of 32
+(and of 64); both transposed, a second step of 32; a batch of a times one b (its batch
+stride 0); 11 steps of 32 along k (each stage filled and read several times), a
+transposed."""
+
 
 def operands(rng: np.random.Generator, dtype: DType, case: Case) -> tuple[Array, Array]:
     """Random operands of ``case`` as ``dtype`` holds them (never zero)."""
@@ -127,4 +139,12 @@ def check_front_end(device: Device, dtype: DType, case: Case, seed: int = 0) -> 
     return spent
 
 
-__all__ = ["BOUNDS", "CASES", "Case", "check_front_end", "check_variant", "run_variant"]
+__all__ = [
+    "ALIGNED_CASES",
+    "BOUNDS",
+    "CASES",
+    "Case",
+    "check_front_end",
+    "check_variant",
+    "run_variant",
+]
