@@ -33,6 +33,7 @@ from __future__ import annotations
 from zyx.codegen.c import CDialect
 from zyx.dtypes import DType
 from zyx.ir.ops import (
+    Cast,
     CopyAsync,
     Define,
     Kernel,
@@ -42,6 +43,7 @@ from zyx.ir.ops import (
     Ref,
     Scope,
     Storage,
+    Store,
     WaitCopies,
     always,
 )
@@ -303,7 +305,29 @@ class CudaDialect(CDialect):
             return f"{t}* const v{ref} = ({t}*)({_SHARED} + {offset});"
         if isinstance(op, Define) and in_words(kernel, ref):
             return f"unsigned v{ref}[{op.length // 2}];"
+        if isinstance(op, Cast) and self.rounded_by_stores(kernel, ref):
+            return ""  # each Store rounds its float once (below)
+        if isinstance(op, Store) and self.rounded_by_stores(kernel, op.value):
+            cast = kernel.ops[op.value]
+            assert isinstance(cast, Cast)
+            dst, index, x = (self.expr(kernel, r) for r in (op.dst, op.index, cast.x))
+            return self.store(dst, index, x, cast.dtype) + ";"
         return super().render_op(kernel, ref)
+
+    def rounded_by_stores(self, kernel: Kernel, ref: Ref) -> bool:
+        """Whether ``ref`` is a ``Cast`` of an f32 to f16 or bf16 that only ``Store``s store
+        (not bounds-checked): rendered as each store's one conversion of the f32 (the same
+        value; a matmul's outputs). Else the cast rounds to a float and the store converts
+        that again: ptxas kept three instructions an element where one does."""
+        op = kernel.ops[ref]
+        if self.bounds_checked or not isinstance(op, Cast) or op.dtype not in _PAIR:
+            return False
+        if kernel.dtype_of(op.x) is not DType.F32:
+            return False
+        users = [kernel.ops[u] for u in kernel.users.get(ref, ())]
+        return all(
+            isinstance(u, Store) and u.value == ref and ref not in (u.dst, u.index) for u in users
+        )
 
     def load(self, ptr: str, index: str, dtype: DType) -> str:
         if dtype is DType.F16:
