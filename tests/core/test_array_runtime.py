@@ -80,6 +80,35 @@ def test_the_same_computation_again_schedules_and_compiles_nothing(array_device:
         assert (again.launches, again.copies) == (first.launches, 0), again
 
 
+def test_the_plan_cache_drops_the_least_recently_used_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Full, the cache drops the plan run longest ago, never the one just built; a plan run
+    again is recent again."""
+    from zyx import runtime
+
+    monkeypatch.setattr(runtime, "PLAN_CACHE_SIZE", 2)
+    monkeypatch.setattr(runtime.runtime, "plans", {})
+    x = zyx.asarray(np.arange(6, dtype=np.float32), device="host")
+
+    def built(fn: Callable[[], Tensor]) -> int:
+        before = zyx.stats()
+        zyx.realize(fn())
+        return (zyx.stats() - before).plans_built
+
+    def add() -> Tensor:
+        return x + x
+
+    def mul() -> Tensor:
+        return x * x
+
+    def sub() -> Tensor:
+        return x - x
+
+    assert [built(add), built(mul), built(add), built(sub)] == [1, 1, 0, 1]
+    assert [built(add), built(sub), built(mul)] == [0, 0, 1]  # mul was the oldest
+
+
 # ---- many shapes, each kernel compiled once -------------------------------------------------
 
 

@@ -17,8 +17,8 @@ thread, and a node realized by one thread is a leaf for the next.
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields, replace
@@ -122,6 +122,8 @@ class ExecPlan:
     """Per target: its position among the targets, and the slot holding its buffer."""
     kernels: int
     """Generated kernels among its launches."""
+    used: int = field(default=0, compare=False)
+    """When the runtime last ran it (a count of runs): what its cache drops first."""
     ops: list[tuple[Any, ...]] = field(init=False, repr=False, compare=False)
     """``steps`` as ``_run`` takes them (``_op``): a cached plan runs on every realize, and
     looking up each launch argument's kind there cost as much as the rest of the run."""
@@ -233,7 +235,10 @@ class Runtime:
 
     def __init__(self) -> None:
         self.lock = allocator.lock
-        self.plans: OrderedDict[Hashable, ExecPlan] = OrderedDict()
+        self.plans: dict[Hashable, ExecPlan] = {}
+        """Least recently used dropped first (by ``ExecPlan.used``: an ``OrderedDict``'s
+        ``move_to_end`` hashed each hit's key a second time, a tenth of a realize)."""
+        self._uses = itertools.count()
         self.programs: dict[tuple[int, Hashable], Program] = {}
         self.choices: dict[Hashable, int | None] = {}
         """Per group of claims of one node (their keys) and device: the claim that won its
@@ -242,7 +247,7 @@ class Runtime:
     def realize(self, nodes: Iterable[Node]) -> None:
         with self.lock:
             try:
-                self._realize([n for n in nodes if not n.realized])
+                self._realize([n for n in nodes if n.buffer is None])
             finally:
                 allocator.drain()
 
@@ -285,19 +290,21 @@ class Runtime:
             return
         _stats.realizes += 1
         for target in targets:
-            if target.op is Op.SCALAR:
+            if target.op is _SCALAR:
                 _as_view(target)
         key, leaves = structure(targets)
         plan = self.plans.get(key)
         if plan is None:
             plan = self._plan(targets, leaves)
             _stats.kernels_scheduled += plan.kernels
-            self.plans[key] = plan
-            if len(self.plans) > PLAN_CACHE_SIZE:
-                self.plans.popitem(last=False)
+            plan.used = next(self._uses)
+            plans = self.plans
+            plans[key] = plan
+            if len(plans) > PLAN_CACHE_SIZE:
+                del plans[min(plans, key=lambda k: plans[k].used)]
             _stats.plans_built += 1
         else:
-            self.plans.move_to_end(key)
+            plan.used = next(self._uses)
             _stats.plans_reused += 1
         plan.run(leaves, targets)
         capture = capturing.get()

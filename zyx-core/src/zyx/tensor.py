@@ -11,8 +11,8 @@ Operators and methods are the namespace's functions (``zyx.array``) underneath.
 from __future__ import annotations
 
 import sys
-import weakref
 from collections.abc import Callable
+from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -347,21 +347,9 @@ def resolve_device(device: Any) -> Device:
     raise TypeError(f"device must be a zyx device, a device name or None, got {device!r:.60}")
 
 
-_supported: weakref.WeakKeyDictionary[Device, set[tuple[DType, DTypeCapability]]] = (
-    weakref.WeakKeyDictionary()
-)
-"""Per device, the (dtype, capability) pairs ``require`` found supported: every op asks, and
-a ``Flag``'s ``in`` runs Python code that cost a third of recording ``a + b``."""
-
-
 def require(device: Device, dtype: DType, capability: DTypeCapability, what: str) -> None:
     """Raise ``DTypeError`` unless ``device`` can do ``capability`` with ``dtype``."""
-    known = _supported.get(device)
-    if known is not None and (dtype, capability) in known:
-        return
-    if device.info.supports(dtype, capability):
-        _supported.setdefault(device, set()).add((dtype, capability))
-    else:
+    if not _supports(device, dtype, capability):
         have = [_name(d) for d in DType if device.info.supports(d, capability)]
         need = {DTypeCapability.STORAGE: "arrays of", DTypeCapability.ARITHMETIC: "arithmetic on",
                 DTypeCapability.MATH: "math functions on"}.get(capability, "")  # fmt: skip
@@ -369,6 +357,13 @@ def require(device: Device, dtype: DType, capability: DTypeCapability, what: str
             f"{what}: {device.name} ({device.info.name}) has no {need} {_name(dtype)}; "
             f"it supports {', '.join(have) or 'none'}"
         )
+
+
+@lru_cache(maxsize=256)
+def _supports(device: Device, dtype: DType, capability: DTypeCapability) -> bool:
+    """``device.info.supports``, remembered: every op asks, and a ``Flag``'s ``in`` runs
+    Python code that cost a third of recording ``a + b``."""
+    return device.info.supports(dtype, capability)
 
 
 def same_device(what: str, *tensors: Tensor) -> Device:

@@ -57,24 +57,22 @@ def _permuted(node: Node, order: tuple[int, ...]) -> Node:
 
 def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
     dtype = _operands("matmul", x1, x2)
-    if x1.ndim == 0 or x2.ndim == 0:
-        raise ValueError("matmul does not take 0-D arrays (the standard); use multiply")
     left, right, out = _matmul_views(x1.shape, x2.shape)
     a = nodes.view(nodes.cast(x1.node, dtype), left)
     b = nodes.view(nodes.cast(x2.node, dtype), right)
     product = nodes.binary(BOp.MUL, a, b, dtype)
     total = nodes.reduce(ReduceOp.SUM, product, (len(product.shape) - 1,), dtype)
-    return Tensor(nodes.reshape(total, out))
+    return Tensor(nodes.view(total, out))
 
 
 @lru_cache(maxsize=1024)
-def _matmul_views(
-    shape1: tuple[int, ...], shape2: tuple[int, ...]
-) -> tuple[View, View, tuple[int, ...]]:
+def _matmul_views(shape1: tuple[int, ...], shape2: tuple[int, ...]) -> tuple[View, View, View]:
     """The views ``matmul`` reads its operands of ``shape1`` and ``shape2`` through, as
-    (..., n, 1, k) * (..., 1, m, k) summed over k, and the result's shape. Memoized: a
-    program multiplies the same shapes again each call, and composing the views (a reshape,
-    a transpose and a broadcast each) cost most of recording a matmul."""
+    (..., n, 1, k) * (..., 1, m, k), and the view of the sum over k in the result's shape.
+    Memoized: a program multiplies the same shapes again each call, and composing the views
+    (a reshape, a transpose and a broadcast each) cost most of recording a matmul."""
+    if not shape1 or not shape2:
+        raise ValueError("matmul does not take 0-D arrays (the standard); use multiply")
     a = (1,) + shape1 if len(shape1) == 1 else shape1
     b = shape2 + (1,) if len(shape2) == 1 else shape2
     n, k = a[-2:]
@@ -91,7 +89,8 @@ def _matmul_views(
         out = out[:-2] + out[-1:]
     if len(shape2) == 1:
         out = out[:-1]
-    return _broadcast(left, shape), _broadcast(right, shape), out
+    summed = _squeezed(View.identity(shape[:-1] + (1,)), out)
+    return _broadcast(left, shape), _broadcast(right, shape), summed
 
 
 def _squeezed(view: View, shape: tuple[int, ...]) -> View:

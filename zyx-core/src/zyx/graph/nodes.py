@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from math import prod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zyx.allocator import allocator
 from zyx.dtypes import DType
@@ -69,8 +69,11 @@ class ReduceOp(Enum):
     ARGMIN = "argmin"
 
 
-@dataclass(frozen=True, slots=True)
-class Reduction:
+class Reduction(NamedTuple):
+    """A named tuple, as a ``View`` is: it is in every reduction's plan key, which each
+    realize hashes and compares, and a dataclass's ``__hash__`` and ``__eq__`` are Python
+    code."""
+
     op: ReduceOp
     axes: tuple[int, ...]
     """Sorted, non-negative; the node keeps them as size 1."""
@@ -228,8 +231,10 @@ def cast(x: Node, dtype: DType) -> Node:
 
 
 def reduce(op: ReduceOp, x: Node, axes: tuple[int, ...], dtype: DType) -> Node:
-    shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
-    return Node(_REDUCE, Reduction(op, axes), (x,), dtype, shape, x.device)
+    shape = list(x.shape)
+    for d in axes:
+        shape[d] = 1
+    return Node(_REDUCE, Reduction(op, axes), (x,), dtype, tuple(shape), x.device)
 
 
 def custom(
