@@ -205,3 +205,19 @@ def test_bounds_checked_kernels_compile(kernel: Kernel) -> None:
     assert "long long* __restrict__ zyx_err, const long long zyx_len" in source.code
     assert source.code.count("const long long zyx_len") == buffers
     assert Compiler(ARCHS[0]).compile(source).format == "cubin"
+
+
+@pytest.mark.parametrize("dtype", [DType.BOOL, DType.I8, DType.F16, DType.F32, DType.I64,
+                                   DType.F64], ids=str)  # fmt: skip
+def test_shuffles_of_every_width_compile(dtype: DType) -> None:
+    """``__shfl_xor_sync`` has no overload below 32 bits: bool and small ints go through an
+    int (f16 values are floats already)."""
+    kb = KernelBuilder(f"shuffle_{dtype}")
+    x = kb.param(dtype, ParamKind.GLOBAL)
+    out = kb.param(dtype, ParamKind.GLOBAL_MUT)
+    i = kb.local(0, 64)
+    out[i] = kb.shuffle(x[i], 16)
+    code = CudaDialect().render(kb.build()).code
+    assert "__shfl_xor_sync(0xffffffffu, " in code
+    assert ("(int)" in code) == (not dtype.is_float and dtype.itemsize < 4)
+    assert compile_kernel(kb.build(), (9, 0)).format == "cubin"

@@ -32,6 +32,9 @@ class DeviceInfo:
     warp_size: int
     global_mem_size: int
     tensor_cores: bool = False
+    shuffle: bool = False
+    """The work-items of a warp exchange registers (``zyx.ir.Shuffle``: CUDA's
+    ``__shfl_xor_sync``), so that lowering reduces a warp's values without local memory."""
     compute_capability: tuple[int, int] | None = None
     dtypes: Mapping[DType, DTypeCapability] = field(default_factory=dict)
     finite_math: bool = False

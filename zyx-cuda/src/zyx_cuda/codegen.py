@@ -42,6 +42,7 @@ from zyx.ir.ops import (
     Range,
     Ref,
     Scope,
+    Shuffle,
     Storage,
     Store,
     WaitCopies,
@@ -296,6 +297,13 @@ class CudaDialect(CDialect):
 
     def wait_copies(self, op: WaitCopies) -> str:
         return "" if self.bounds_checked else f"zyx_wait_copies<{op.pending}>();"
+
+    def shuffle(self, kernel: Kernel, op: Shuffle) -> str:
+        x, dtype = self.expr(kernel, op.x), kernel.dtype_of(op.x)
+        if not dtype.is_float and dtype.itemsize < 4:  # no overload for bool, 8 or 16-bit ints
+            t = self.value_type(dtype)
+            return f"({t})__shfl_xor_sync(0xffffffffu, (int){x}, {op.mask})"
+        return f"__shfl_xor_sync(0xffffffffu, {x}, {op.mask})"
 
     def render_op(self, kernel: Kernel, ref: Ref) -> str:
         op = kernel.ops[ref]

@@ -219,6 +219,7 @@ def query_info(device: Any) -> DeviceInfo:
         warp_size=attr(_A.CU_DEVICE_ATTRIBUTE_WARP_SIZE),
         global_mem_size=int(total),
         tensor_cores=cc >= (7, 0),
+        shuffle=True,
         compute_capability=cc,
         dtypes=dtype_capabilities(cc),
     )

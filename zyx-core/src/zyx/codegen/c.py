@@ -56,6 +56,7 @@ from zyx.ir.ops import (
     ParamKind,
     Range,
     Ref,
+    Shuffle,
     Storage,
     Store,
     Unary,
@@ -253,6 +254,15 @@ class CDialect:
     def ldmatrix(self, kernel: Kernel, op: LdMatrix) -> str:
         """The statement of a warp's ``LdMatrix``; refused as ``mma`` is."""
         raise self.no_warp_matrices(kernel, op)
+
+    def shuffle(self, kernel: Kernel, op: Shuffle) -> str:
+        """The expression of a ``Shuffle``. A language whose work-items exchange no
+        registers refuses it (``check_limits`` refuses it first on such a device)."""
+        raise BackendError(
+            ErrorStatus.KERNEL_COMPILATION,
+            f"kernel {kernel.name!r}: the {self.name} dialect renders no Shuffle (a warp's "
+            "register exchange); it compiles for CUDA only",
+        )
 
     def copy_async(self, kernel: Kernel, ref: Ref, op: CopyAsync) -> str:
         """The statement of a ``CopyAsync``: here a copy at once, element by element as
@@ -578,6 +588,8 @@ class CDialect:
         if isinstance(op, Cast):
             src_dtype = kernel.dtype_of(op.x)
             return self.declare(name, op.dtype, self.cast(e(op.x), src_dtype, op.dtype))
+        if isinstance(op, Shuffle):
+            return self.declare(name, kernel.dtype_of(ref), self.shuffle(kernel, op))
         if isinstance(op, Unary):
             dtype = kernel.dtype_of(ref)
             value = self.unary(op.op, e(op.x), dtype)

@@ -9,8 +9,9 @@ Three templates:
 
 - map: one work-item per output element, flat index ``gid * L + lid``;
 - group reduce: one work-group per row (the kept dims), its work-items striding over the
-  reduced elements, then a tree in local memory; for rows whose reduced dims are
-  contiguous in memory;
+  reduced elements, then a tree in local memory (where the device's warps exchange
+  registers: shuffles within each warp, one barrier between them); for rows whose
+  reduced dims are contiguous in memory;
 - thread reduce: one work-item per row, a loop over the reduced elements; for rows whose
   kept dims are the contiguous ones (neighbouring work-items read neighbouring elements).
 
@@ -66,6 +67,10 @@ RESIDENT = 16
 work-group of 1024 keeps a row of 16384, one of 256 a row of 4096. One size for every
 row, so that one kernel serves every row length up to it (a shorter row leaves some
 registers unused, their loads masked)."""
+
+
+WARP = 32
+"""Lanes of a warp whose values a ``Shuffle`` exchanges."""
 
 
 class ScheduleError(ZyxError):
@@ -172,6 +177,9 @@ class Lowerer:
         self.is_input = is_input
         self.local = local
         self.unroll = unroll
+        info = spec.output.device.info
+        self.shuffle = info.shuffle and info.warp_size == WARP
+        """Whether a group's reductions combine its warps' values by ``Shuffle``s."""
         self.x = Exprs()
         self.args: list[Any] = []
         self.sym_args: list[Any] = []
@@ -636,7 +644,7 @@ class _Writer:
                 self._update(acc, pass_.steps)
             self._update(acc, pass_.tail)
             if self.group:
-                acc.tree(emit.value(self.lid), self.low.local)
+                acc.tree(emit.value(self.lid), self.low.local, self.low.shuffle)
             emit.bind(x.result(p, acc.result_dtype), acc.result())
 
     def output(self, buf: Value, final: _Pass | None, epilogue: Expr | None, row: Expr) -> None:
@@ -698,7 +706,14 @@ class _Acc:
         self.value[0] = kb.where(take, v, old)
         self.index[0] = kb.where(take, r, self.index[0])
 
-    def tree(self, lid: Value, local: int) -> None:
+    def tree(self, lid: Value, local: int, shuffle: bool) -> None:
+        """The group's values combined, the result in every work-item: where ``shuffle``
+        (the device's warps exchange registers) and the group is whole warps, by
+        ``Shuffle``s within each warp and one barrier between the warps; else by a tree in
+        local memory, a barrier per step (10 for a group of 1024)."""
+        if shuffle and local % WARP == 0:
+            self._warps(lid, local)
+            return
         kb = self.kb
         shared = kb.define(self.dtype, local, Storage.LOCAL)
         shared[lid] = self.value[0]
@@ -723,6 +738,49 @@ class _Acc:
         self.value[0] = shared[0]
         if self.arg:
             self.index[0] = indices[0]
+
+    def _warps(self, lid: Value, local: int) -> None:
+        """Each warp's values combined by shuffles; its first lane's result into local
+        memory; after the barrier each run of ``count`` lanes of every warp reads all the
+        warps' results and combines them again, so that each work-item has the total (no
+        second barrier: nothing writes them after)."""
+        kb = self.kb
+        self._butterfly(WARP)
+        count = local // WARP
+        if count == 1:
+            return
+        lane, warp = kb.binary(BOp.MOD, lid, WARP), kb.binary(BOp.DIV, lid, WARP)
+        shared = kb.define(self.dtype, count, Storage.LOCAL)
+        indices = kb.define(INDEX, count, Storage.LOCAL) if self.arg else None
+        with kb.if_(lane.eq(0)):
+            shared[warp] = self.value[0]
+            if indices is not None:
+                indices[warp] = self.index[0]
+        kb.barrier()
+        at = kb.binary(BOp.MOD, lane, count)
+        self.value[0] = shared[at]
+        if indices is not None:
+            self.index[0] = indices[at]
+        self._butterfly(count)
+
+    def _butterfly(self, width: int) -> None:
+        """Each work-item's value combined with those of the other lanes of its aligned run
+        of ``width`` in the warp (shuffles at masks ``width / 2`` to 1): every lane of the
+        run ends with the same result, the tree's tie rule kept (the first index)."""
+        kb, mask = self.kb, width // 2
+        while mask:
+            a = self.value[0]
+            b = kb.shuffle(a, mask)
+            if not self.arg:
+                self.value[0] = _combine(kb, self.op, a, b)
+            else:
+                ia = self.index[0]
+                ib = kb.shuffle(ia, mask)
+                tie = kb.binary(BOp.AND, _equal(kb, a, b), ib < ia)
+                take = kb.binary(BOp.OR, _better(kb, self.op, b, a), tie)
+                self.value[0] = kb.where(take, b, a)
+                self.index[0] = kb.where(take, ib, ia)
+            mask //= 2
 
     def result(self) -> Value:
         return self.index[0] if self.arg else self.value[0]

@@ -50,6 +50,7 @@ from zyx.ir.ops import (
     Range,
     Ref,
     Scope,
+    Shuffle,
     Storage,
     Store,
     SymDim,
@@ -267,6 +268,10 @@ class KernelBuilder:
     ) -> None:
         """A warp's ``count`` 8 x 8 matrices from local memory into fragments (``LdMatrix``)."""
         self._emit(LdMatrix(self._own(dst), self._own(src), self._own(index), count, trans, at))
+
+    def shuffle(self, x: Value, mask: int) -> Value:
+        """``x`` of the work-item of lane ``lane ^ mask`` in this one's warp (``Shuffle``)."""
+        return self._val(Shuffle(self._own(x), mask))
 
     def copy_async(
         self, dst: Value, index: Operand, src: Value, src_index: Operand, count: int,

@@ -56,6 +56,7 @@ from zyx.ir.ops import (
     ParamKind,
     Range,
     Ref,
+    Shuffle,
     Store,
     SymDim,
     Unary,
@@ -835,7 +836,7 @@ class _Analysis:
 
 _OPERANDS: dict[type, tuple[str, ...]] = {
     Load: ("src", "index"), Cast: ("x",), Unary: ("x",), Binary: ("a", "b"),
-    Where: ("cond", "a", "b"), If: ("cond",),
+    Where: ("cond", "a", "b"), If: ("cond",), Shuffle: ("x",),
 }  # fmt: skip
 """Per op type, the operands through which its value (or an If's body) depends on data the
 kernel loaded."""

@@ -63,6 +63,7 @@ from zyx.ir.ops import (
     Range,
     Ref,
     Scope,
+    Shuffle,
     Storage,
     Store,
     SymDim,
@@ -325,6 +326,8 @@ class _Chunk:
         if isinstance(op, LdMatrix):
             self.ldmatrix(ref, op, mask)
             return None
+        if isinstance(op, Shuffle):
+            return self.shuffle(ref, op, mask)
         if isinstance(op, CopyAsync):
             self.copy_async(ref, op, mask)
         elif isinstance(op, (CommitCopies, WaitCopies)):
@@ -388,6 +391,17 @@ class _Chunk:
         dst = self.values[op.dst]
         held = pairs.transpose(0, 2, 1, 3).reshape(self.n, 2 * op.count)
         dst[:, op.dst_at : op.dst_at + 2 * op.count] = held
+
+    def shuffle(self, ref: Ref, op: Shuffle, mask: Mask) -> Vec:
+        """Each work-item's ``x`` from lane ``lane ^ mask`` of its warp (``Shuffle``): the
+        chunk's work-items in order, whole warps of 32 (the verifier's), so the partner of
+        flat item ``i`` is item ``i ^ mask``."""
+        if mask is not None and not mask.all():
+            raise self.program.fail(ref, "a Shuffle where some work-items of a warp do not run")
+        x = self.values[op.x]
+        if np.ndim(x) == 0:  # uniform: every lane holds the same
+            return x
+        return x[np.arange(self.n) ^ op.mask]
 
     def mma(self, ref: Ref, op: Mma, mask: Mask) -> None:
         """Each warp's ``C += A @ B`` (``Mma``), its matrices gathered from and scattered to

@@ -333,6 +333,22 @@ class LdMatrix:
 
 
 @dataclass(frozen=True, slots=True)
+class Shuffle:
+    """The value ``x`` of the work-item of lane ``l ^ mask`` in this work-item's warp (the
+    32 work-items of consecutive flat local ids, lane ``l = id % 32``, as ``Mma``'s): a
+    butterfly exchange of registers, ``mask`` from 1 to 31, of a value of any dtype. A
+    warp's reductions combine ``x`` with its shuffles at masks 16, 8, 4, 2, 1 (CUDA's
+    ``__shfl_xor_sync``) instead of a tree in local memory with a barrier per step. Every
+    lane of the warp must reach it together: it is refused inside an ``If``, and the loops
+    around it must run as many times for every work-item of a warp (else undefined). Only
+    devices whose warps exchange registers compile it (``DeviceInfo.shuffle``,
+    ``check_limits``)."""
+
+    x: Ref
+    mask: int
+
+
+@dataclass(frozen=True, slots=True)
 class CopyAsync:
     """A work-item's copy of ``count`` consecutive elements of buffer param ``src`` from
     ``src_index`` into the local-memory ``Define`` ``dst`` from ``index``, both of one
@@ -371,7 +387,7 @@ class WaitCopies:
 Op: TypeAlias = (
     Param | Range | Const | Define | Load | Store | Cast | Unary | Binary | Where
     | Loop | EndLoop | If | EndIf | Barrier | Mma | LdMatrix | CopyAsync | CommitCopies
-    | WaitCopies
+    | WaitCopies | Shuffle
 )  # fmt: skip
 
 
@@ -514,7 +530,7 @@ def own_dtype(op: Op, before: Sequence[DType | None]) -> DType | None:
         return DType.BOOL
     if isinstance(op, Load):
         source = op.src
-    elif isinstance(op, Unary):
+    elif isinstance(op, (Unary, Shuffle)):
         source = op.x
     elif isinstance(op, (Binary, Where)):
         source = op.a

@@ -30,6 +30,7 @@ from zyx.ir.ops import (
     Range,
     Ref,
     Scope,
+    Shuffle,
     Storage,
     Store,
     SymDim,
@@ -89,6 +90,19 @@ def check_limits(kernel: Kernel, info: DeviceInfo) -> None:
             f"{info.private_mem_size} per group"
         )
     _check_mma(kernel, info)
+    _check_shuffle(kernel, info)
+
+
+def _check_shuffle(kernel: Kernel, info: DeviceInfo) -> None:
+    """A ``Shuffle`` needs warps of 32 lanes that exchange registers."""
+    if info.shuffle and info.warp_size == 32:
+        return
+    if any(isinstance(op, Shuffle) for op in kernel.ops):
+        raise IRError(
+            f"kernel {kernel.name!r}: its Shuffle needs warps of 32 that exchange registers; "
+            f"{info.name} has warps of {info.warp_size}"
+            f"{'' if info.shuffle else ' and no register exchange'}"
+        )
 
 
 MMA_CAPABILITY = (8, 0)
@@ -226,6 +240,11 @@ class _Verifier:
             self.check_ldmatrix(op)
         elif isinstance(op, CopyAsync):
             self.check_copy(op)
+        elif isinstance(op, Shuffle):
+            self.check_warp("Shuffle")
+            self.use(op.x, what="shuffled value")
+            if not _is_int(op.mask) or not 0 < op.mask < 32:
+                raise self.fail(f"Shuffle at lane mask {op.mask!r}: an int from 1 to 31")
         elif isinstance(op, WaitCopies):
             if not _is_int(op.pending) or op.pending < 0:
                 raise self.fail(f"WaitCopies of {op.pending!r} pending groups: an int >= 0")
