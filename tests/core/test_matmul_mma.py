@@ -130,6 +130,7 @@ def test_pipelined_variants_take_only_16_byte_rows(host: Device) -> None:
     m = found(host, aligned, *operands(rng, DType.BF16, aligned))
     assert all(matmul.fits(v, m, device) for v in STAGED)
     assert not any(matmul.fits(v, m, gpu(host, local_mem_size=48 << 10)) for v in STAGED)
+    assert not matmul.fits(replace(matmul.MMA_VARIANTS[0], carry=True), m, device)
     held = m.a.node.buffer
     assert held is not None
     m.a.node.buffer = Buffer(held.pool, held.nbytes, 0x7F0000000002)  # adopted from a view

@@ -100,8 +100,16 @@ class Variant:
     """With ``ldmatrix``, 2 or more: the tiles of this many steps of k in local memory at
     once, copied by ``zyx.ir.CopyAsync`` 16 bytes at a time ``stages - 1`` steps ahead of
     the step computed, their rows' 16-byte chunks XOR-swizzled (no padding), each warp's
-    fragments of a step's next 16 along k loaded before it multiplies the last
-    (``_Stages``); 0: one step in local memory, copied through registers."""
+    fragments of the next 16 along k loaded before it multiplies the last
+    (``_Tiles.pipelined``, ``_Stages``); 0: one step in local memory, copied through
+    registers."""
+    carry: bool = False
+    """With ``stages``: a step's last 16 along k load the fragments of the next step's
+    first too (after that step's wait and barrier, moved there from the step's start), so
+    that their loads overlap its last MMAs, as CUTLASS's multistage loop does; ptxas then
+    keeps more registers live (sm_90: 252 for warps of 64 x 64 where 227 did, 148 for 64 x
+    32 where 126 did: one group of 256 work-items on an SM, not two; 36 bytes of spills
+    for 64 x 64 with 64 along k a step)."""
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -143,10 +151,11 @@ WARP = 32
 
 MMA_VARIANTS = (
     Variant((64, 32), (2, 4), 32, mma=True),
+    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=3, carry=True),
+    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=4, carry=True),
+    Variant((64, 64), (4, 2), 32, mma=True, ldmatrix=True, stages=3, carry=True),
+    Variant((64, 64), (2, 2), 32, mma=True, ldmatrix=True, stages=4, carry=True),
     Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=3),
-    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=4),
-    Variant((64, 64), (4, 2), 32, mma=True, ldmatrix=True, stages=3),
-    Variant((64, 64), (2, 2), 32, mma=True, ldmatrix=True, stages=4),
     Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True, stages=4),
     Variant((64, 64), (2, 4), 64, mma=True, ldmatrix=True, stages=3),
     Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True),
@@ -160,8 +169,11 @@ tile of 8 warps, each 64 x 32 outputs (4 x 4 MMAs a step of 16 along k: 64 accum
 work-item); a 64 x 64 tile of 4 warps for products of few tiles; fragments by LdMatrix or
 element by element. Pipelined (``stages``; operands of 16-byte aligned rows): 128 x 256
 and 256 x 128 tiles of 8 warps of 64 x 64 (128 accumulators a work-item), 3 or 4 steps of
-32 along k in local memory (72 and 96 KiB), or 64 along k in 3 (144 KiB); 128 x 128 of 4
-warps of 64 x 64, or of 8 of 64 x 32, in 4 steps of 32 (64 KiB)."""
+32 along k in local memory (72 and 96 KiB), 128 x 128 of 4 warps of 64 x 64 in 4 (64 KiB),
+each step's last 16 loading the next one's first fragments (``carry``); without that (fewer
+registers: sm_90's ptxas 227 for warps of 64 x 64, 126 for 64 x 32, two groups of 256 on an
+SM), 128 x 256 in 3, 128 x 128 of 8 warps of 64 x 32 in 4, and 128 x 256 with 64 along k a
+step in 3 (144 KiB)."""
 
 VECTOR = 8
 """Elements of one ``CopyAsync`` of a pipelined variant (``stages``): 16 bytes of f16 or
@@ -201,6 +213,8 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
     if variant.packed and (variant.local_size > 1 or variant.depth):
         return False
     if (variant.ldmatrix or variant.stages) and not variant.mma:
+        return False
+    if variant.carry and not variant.stages:
         return False
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
@@ -602,13 +616,16 @@ class _Tiles:
 
     def pipelined(self, lid: Value, out_base: Value, row0: Value, col0: Value) -> None:
         """The tile by tensor cores through ``stages`` steps of k in local memory
-        (``Variant.stages``): before the k loop the copies of the first ``stages - 1``
-        steps are issued, a group each; each step waits for its own group (the newer
-        ``stages - 2`` may still be in flight), and after a barrier (its copies seen by
-        every warp, and the stage of the step before free: every warp has computed it)
-        issues the copies of the step ``stages - 1`` ahead into that stage, then computes
-        its own. Past k (the last step where ``depth`` does not divide it) the copies are
-        of zeros; rows and columns past the output's are clamped, as ``load_a`` clamps."""
+        (``Variant.stages``), as CUTLASS's multistage main loop: the copies of the first
+        ``stages - 1`` steps are issued before the k loop, a group each. Each step starts
+        with a wait for its own group (the newer ``stages - 2`` may stay in flight) and a
+        barrier (every warp's copies seen, and every warp done with the step before), then
+        issues the copies of the step ``stages - 1`` ahead into the stage of the step
+        before. Each warp loads its fragments of 16 along k before the MMAs of the 16
+        before (their loads' latency hidden behind them); with ``carry`` the wait and the
+        barrier move to before a step's last 16, which load the next step's first. Past k
+        (the last step where ``depth`` does not divide it) the copies are of zeros; rows
+        and columns past the output's are clamped, as ``load_a`` clamps."""
         kb, m, v = self.kb, self.m, self.v
         rows, cols = v.tile
         a = _Stages(kb, m.a.node.dtype, lid, v, rows, along_k=m.a.strides[-1] == 1)
@@ -635,19 +652,41 @@ class _Tiles:
             a.issue(self.a, stage, a_at, inside)
             b.issue(self.b, stage, b_at, inside)
 
+        def stage(step: Value | int) -> None:
+            a.base, b.base = step % v.stages * a.length, step % v.stages * b.length
+
         for first in range(v.stages - 1):
             if first < steps:
                 issue(first)
             kb.commit_copies()  # a group each, however few the steps: the waits count them
-        with kb.loop(steps) as step:
+        if v.carry:
             kb.wait_copies(v.stages - 2)
             kb.barrier()
-            with kb.if_(step + (v.stages - 1) < steps):
-                issue(step + (v.stages - 1))
-            kb.commit_copies()
-            a.base = step % v.stages * a.length
-            b.base = step % v.stages * b.length
-            warp.step(a, b, ahead=True)
+            first_16 = warp.fragments(a, b, 0)  # of each step: loaded in the step before
+        with kb.loop(steps) as step:
+            if not v.carry:
+                kb.wait_copies(v.stages - 2)
+                kb.barrier()
+                stage(step)
+                first_16 = warp.fragments(a, b, 0)
+            held = first_16
+            for k0 in range(0, v.depth, 16):
+                if k0 == 0:
+                    with kb.if_(step + (v.stages - 1) < steps):
+                        issue(step + (v.stages - 1))
+                    kb.commit_copies()
+                if k0 + 16 < v.depth:
+                    stage(step)
+                    following = warp.fragments(a, b, k0 + 16)
+                elif v.carry:
+                    kb.wait_copies(v.stages - 2)
+                    kb.barrier()
+                    stage(step + 1)
+                    following = warp.fragments(a, b, 0, into=first_16)
+                else:
+                    following = held  # the step's last 16: the next step loads its own
+                warp.multiply(*held)
+                held = following
         kb.wait_copies(0)  # none is left in flight at the kernel's end (all empty groups)
         for row, col, value in warp.outputs():
             self.store(out_base, row0 + row, col0 + col, value)
@@ -686,28 +725,30 @@ class _Warp:
         for i in range(self.down * self.across * 4):
             self.acc[i] = kb.const(0, DType.F32)
 
-    def step(self, a: _Tile, b: _Tile, ahead: bool = False) -> None:
+    def step(self, a: _Copy, b: _Copy) -> None:
         """``acc += a @ b`` over the tiles' ``depth``, 16 along k an MMA; each 16 loads the
-        fragments of a's rows and b's columns of this warp's block first, or with
-        ``ahead`` those of the next 16 too, before its MMAs (their loads' latency hidden
-        behind them)."""
+        fragments of a's rows and b's columns of this warp's block first."""
+        for k0 in range(0, self.v.depth, 16):
+            self.multiply(*self.fragments(a, b, k0))
+
+    def fragments(
+        self, a: _Tile, b: _Tile, k0: int, into: tuple[Value, Value] | None = None
+    ) -> tuple[Value, Value]:
+        """This warp's fragments of a and b at ``k0`` along k of the tiles, in new
+        registers or ``into`` these."""
         kb = self.kb
+        fa, fb = into or (
+            kb.define(a.tile.dtype, self.down * 8),
+            kb.define(b.tile.dtype, self.across * 4),
+        )
+        (self.matrices if self.v.ldmatrix else self.elements)(a, b, fa, fb, k0)
+        return fa, fb
 
-        def fragments(k0: int) -> tuple[Value, Value]:
-            fa = kb.define(a.tile.dtype, self.down * 8)
-            fb = kb.define(b.tile.dtype, self.across * 4)
-            (self.matrices if self.v.ldmatrix else self.elements)(a, b, fa, fb, k0)
-            return fa, fb
-
-        starts = range(0, self.v.depth, 16)
-        held = fragments(0)
-        for k0 in starts:
-            fa, fb = held if k0 == 0 or ahead else fragments(k0)
-            if ahead and k0 + 16 < self.v.depth:
-                held = fragments(k0 + 16)
-            for r in range(self.down):
-                for c in range(self.across):
-                    kb.mma(self.acc, fa, fb, (r * self.across + c) * 4, r * 8, c * 4)
+    def multiply(self, fa: Value, fb: Value) -> None:
+        """``acc += a @ b`` of 16 along k, from fragments ``fa`` and ``fb``."""
+        for r in range(self.down):
+            for c in range(self.across):
+                self.kb.mma(self.acc, fa, fb, (r * self.across + c) * 4, r * 8, c * 4)
 
     def elements(self, a: _Tile, b: _Tile, fa: Value, fb: Value, k0: int) -> None:
         """The fragments at ``k0`` along k, element by element, as ``Mma`` lays them out."""
