@@ -5,8 +5,10 @@
 Times each phase of the front end's path alone (median µs of many calls, wall clock):
 recording the op, the plan cache's key (``structure``), running the cached plan
 (allocate, launch, release), and reading the result into numpy; then the whole call, and
-a cProfile of it (its top functions by own time). For finding Python overhead, not for
-comparing with peers (``frontend_bench.py`` does that).
+a cProfile of it (its top functions by own time). On CUDA, the driver's own routes for a
+read of the same 4 KiB too (raw cuda-python: into the pageable array, or into page-locked
+memory and copied over), the floor under "read a realized result". For finding Python
+overhead, not for comparing with peers (``frontend_bench.py`` does that).
 """
 
 from __future__ import annotations
@@ -73,12 +75,47 @@ def main() -> None:
     if native is not None:  # zyx-cuda's native Launcher counts what it ran itself
         ran = launcher.__self__.launched - native  # type: ignore[union-attr]
         print(f"  launches in C: {ran} of {zyx.stats().launches - before}")
+    if device.backend == "cuda":
+        for name, fn in raw_reads(done, host.nbytes).items():
+            print(f"  {name:28s} {median_us(fn):8.2f}")
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(3000):
         (a + b).numpy()
     profile.disable()
     pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+
+
+def raw_reads(done: zyx.Tensor, nbytes: int) -> dict[str, Callable[[], object]]:
+    """Raw cuda-python reads of ``done``'s buffer into a numpy array, on a stream of the
+    device's current context: by the route zyx takes (into the pageable array), and into
+    page-locked memory then copied over."""
+    import ctypes
+
+    from cuda.bindings import driver
+
+    def ok(result: tuple[object, ...]) -> object:
+        if result[0] != driver.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(result)
+        return result[1] if len(result) > 1 else None
+
+    zyx.realize(done)
+    src = done.node.buffer.handle  # type: ignore[union-attr]  # a realized node's buffer
+    stream = ok(driver.cuStreamCreate(1))
+    pinned = ok(driver.cuMemHostAlloc(nbytes, 0))
+    out = np.empty(nbytes, np.uint8)
+    base = out.ctypes.data
+
+    def pageable() -> None:
+        ok(driver.cuMemcpyDtoHAsync(base, src, nbytes, stream))
+        ok(driver.cuStreamSynchronize(stream))
+
+    def page_locked() -> None:
+        ok(driver.cuMemcpyDtoHAsync(pinned, src, nbytes, stream))
+        ok(driver.cuStreamSynchronize(stream))
+        ctypes.memmove(base, pinned, nbytes)
+
+    return {"raw read, pageable": pageable, "raw read, page-locked + copy": page_locked}
 
 
 if __name__ == "__main__":
