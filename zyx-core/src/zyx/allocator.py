@@ -42,8 +42,10 @@ class Allocator:
         )
         self._cached: dict[MemoryPool, int] = defaultdict(int)
         self._limit: dict[MemoryPool, int] = {}
-        self._ours: weakref.WeakSet[Buffer] = weakref.WeakSet()
-        """Buffers this allocator made: only those go back to its cache."""
+        self._ours: dict[int, weakref.ref[Buffer]] = {}
+        """Buffers this allocator made, by ``id`` (an entry goes when its buffer dies): only
+        those go back to its cache. Not a ``WeakSet``, whose ``in``, on every free, is
+        Python code."""
 
     # ---- under the lock -----------------------------------------------------------------
 
@@ -62,13 +64,23 @@ class Allocator:
                 raise
             self._empty(pool)
             buf = pool.allocate(nbytes)
-        self._ours.add(buf)
+        self._own(buf)
         return buf
+
+    def _own(self, buf: Buffer) -> None:
+        key, ours = id(buf), self._ours
+
+        def forget(ref: weakref.ref[Buffer]) -> None:  # as ``buf`` dies, before its id is free
+            if ours.get(key) is ref:
+                del ours[key]
+
+        ours[key] = weakref.ref(buf, forget)
 
     def free(self, buf: Buffer) -> None:
         """The front end's reference to ``buf`` is gone: cache it, or release it."""
         pool = buf.pool
-        if buf.refcount != 1 or buf not in self._ours:  # someone else holds it too
+        ours = self._ours.get(id(buf))
+        if buf.refcount != 1 or ours is None or ours() is not buf:  # someone else holds it too
             pool.release(buf)
             return
         limit = self._limit.get(pool)

@@ -597,7 +597,7 @@ runtime = Runtime()
 
 def realize(*arrays: Any) -> None:
     """Compute every array of ``arrays`` now (in one plan: shared work runs once)."""
-    runtime.realize(a.node for a in arrays)
+    runtime.realize([a.node for a in arrays])
 
 
 def stats() -> Stats:
