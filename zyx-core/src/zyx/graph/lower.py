@@ -24,6 +24,12 @@ positions, so every load is one expression, emitted once and kept in a register 
 later passes (the row is read from memory once). Longer rows loop, and each pass reads
 them again; so do a work-item's rows (their neighbours read the same lines, from cache).
 
+Reads past the end of a row are clamped to a valid position and replaced by the
+reduction's identity: a select per element, and a clamped index that the compiler cannot
+turn into an offset from one address. So a loop runs only its full trips (every element
+inside the line) unmasked, then one masked trip to the line's end; and a resident row of
+a multiple of the group's work-items, which fills every slot, is read unmasked.
+
 A reduction the scheduler splits (``KernelSpec.chunks``, ``KernelSpec.partials``) is two
 reduce kernels: the first reduces each chunk of each row (a work-group or a work-item
 each) into a partial, the second reduces each row's partials and writes the output.
