@@ -14,11 +14,11 @@ generic lowering and keeps the faster (zyx.runtime); what is timed is ``zyx.matm
 true fp32: ``allow_tf32 = False``), torch.compile, cupy and tinygrad; on the host and
 OpenCL numpy and torch on the CPU (beside an OpenCL device, rows of another device:
 results.py's ``device``). Each number is the median of repeated runs after warm-up, the
-runners' runs interleaved (a round runs each once), on random data; each result is checked
-against float64 (the relative error is in the row's note). ``--variants`` adds a row per
-variant of ``zyx.graph.matmul.variants(device)``: its kernels alone, timed with
-``Device.launch_timed`` (the best of a few), for choosing the default; the ``zyx.matmul``
-row stays the case's ``headline``.
+runners' runs interleaved on a GPU (a round runs each once; see ``measure``), on random
+data; each result is checked against float64 (the relative error is in the row's note).
+``--variants`` adds a row per variant of ``zyx.graph.matmul.variants(device)``: its
+kernels alone, timed with ``Device.launch_timed`` (the best of a few), for choosing the
+default; the ``zyx.matmul`` row stays the case's ``headline``.
 """
 
 from __future__ import annotations
@@ -77,20 +77,37 @@ class Runner:
     device: str = ""
 
 
-def measure(runners: list[Runner]) -> list[Timed]:
-    """Each runner's median wall time, after warm-up; the runs are interleaved (one of each
-    per round), so that a machine whose load changes skews them alike."""
-    for runner in runners:
+def measure(runners: list[Runner], interleaved: bool = True) -> list[Timed]:
+    """Each runner's median wall time, after warm-up; ``interleaved``, one run of each per
+    round, so that a machine whose load changes skews them alike; else each runner's runs
+    one after another, after its warm-up. On a CPU they are not interleaved: OpenBLAS's
+    threads spin for about 0.1 s after a call (its THREAD_TIMEOUT, 2^28 cycles) on the
+    cores that the next runner's threads want (zyx's f32 1024³ on the 2-core host: 0.25x
+    numpy's interleaved, 0.5x alone)."""
+    times: dict[str, list[float]] = {r.name: [] for r in runners}
+
+    def warm(runner: Runner) -> None:
         for _ in range(WARMUP):
             runner.run()
         runner.sync()
-    times: dict[str, list[float]] = {r.name: [] for r in runners}
-    for _ in range(REPEATS):
+
+    def timed(runner: Runner) -> None:
+        start = time.perf_counter()
+        runner.run()
+        runner.sync()
+        times[runner.name].append(time.perf_counter() - start)
+
+    if interleaved:
         for runner in runners:
-            start = time.perf_counter()
-            runner.run()
-            runner.sync()
-            times[runner.name].append(time.perf_counter() - start)
+            warm(runner)
+        for _ in range(REPEATS):
+            for runner in runners:
+                timed(runner)
+    else:
+        for runner in runners:
+            warm(runner)
+            for _ in range(REPEATS):
+                timed(runner)
     return [Timed(r.name, statistics.median(times[r.name]), r.error, r.headline, r.device)
             for r in runners]  # fmt: skip
 
@@ -290,7 +307,8 @@ def environment(device: Any) -> dict[str, str]:
     return results.environment(
         hardware, driver, versions,
         "f32 in true fp32 (torch allow_tf32=False), f16/bf16 accumulate in f32",
-        f"median of {REPEATS} runs after {WARMUP} warm-up, the runners interleaved; "
+        f"median of {REPEATS} runs after {WARMUP} warm-up, the runners "
+        f"{'interleaved' if device.info.warp_size > 1 else 'one after another'}; "
         f"load average {os.getloadavg()[0]:.1f} at the end",
     )  # fmt: skip
 
@@ -307,7 +325,8 @@ def main() -> None:
     rows: list[results.Row] = []
     for text in args.case or DEFAULT_CASES.get(kind, ["f32:512"]):
         case = Case(text, rng)
-        timed = measure([bench_zyx(case, device), *peers(case, device)])
+        runners = [bench_zyx(case, device), *peers(case, device)]
+        timed = measure(runners, interleaved=device.info.warp_size > 1)
         if args.variants:
             timed += bench_variants(case, device)
         rows += schema_rows(case, timed)
