@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 class DTypeCapability(Flag):
     """What a device can do with one dtype. A dtype with no flags is unsupported."""
 
+    __hash__ = object.__hash__  # members (combinations too) are singletons; Enum's hash is Python
+
     NONE = 0
     STORAGE = auto()
     """Buffers of it can be allocated, loaded and stored."""

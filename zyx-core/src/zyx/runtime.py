@@ -387,8 +387,9 @@ def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
     entries read back one way), then the targets' positions in a tuple: a tuple per node
     cost as much again to build and to hash. A node is pushed again under ``_EMIT`` to
     make its entry once its sources are done; sources are pushed unchecked (a node seen
-    already is skipped when popped)."""
-    position: dict[int, int] = {}
+    already is skipped when popped). Nodes key ``position`` themselves (a node hashes and
+    compares by identity), which spares an ``id`` call per look-up."""
+    position: dict[Node, int] = {}
     leaves: list[Node] = []
     key: list[Hashable] = []
     entry = key.extend
@@ -401,26 +402,30 @@ def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
             op, arg, srcs = node.op, node.arg, node.srcs
             if op is _CUSTOM:
                 arg = arg.key
-            position[id(node)] = len(position)
+            position[node] = len(position)
             if len(srcs) == 1:  # most ops: their entry in one tuple
-                entry((op, arg, node.dtype, node.shape, id(node.device), 1, position[id(srcs[0])]))
+                entry((op, arg, node.dtype, node.shape, id(node.device), 1, position[srcs[0]]))
             elif len(srcs) == 2:
-                first, second = position[id(srcs[0])], position[id(srcs[1])]
+                first, second = position[srcs[0]], position[srcs[1]]
                 entry((op, arg, node.dtype, node.shape, id(node.device), 2, first, second))
             else:
                 entry((op, arg, node.dtype, node.shape, id(node.device), len(srcs)))
-                entry([position[id(s)] for s in srcs])
-        elif id(node) in position:
+                entry([position[s] for s in srcs])
+        elif node in position:
             continue
         elif node.buffer is not None or node.op is _SCALAR:
-            position[id(node)] = len(position)
+            position[node] = len(position)
             leaves.append(node)
             entry((node.op is _SCALAR, node.dtype, node.shape, id(node.device)))
         else:
             push(node)
             push(_EMIT)
-            extend(reversed(node.srcs))
-    key.append(tuple([position[id(t)] for t in targets]))
+            srcs = node.srcs
+            if len(srcs) == 1:
+                push(srcs[0])
+            else:
+                extend(reversed(srcs))
+    key.append(tuple([position[t] for t in targets]))
     return tuple(key), leaves
 
 
