@@ -176,7 +176,16 @@ def _uop(op: UOp) -> Callable[[Node], Node]:
 
 
 def _bop(op: BOp, swap: bool = False) -> Callable[[Node, Node], Node]:
-    return (lambda a, b: _bin(op, b, a)) if swap else (lambda a, b: _bin(op, a, b))
+    """``_bin`` of ``op``, its result's dtype rule decided here rather than at every call."""
+    binary = nodes.binary
+    if op.is_comparison:
+        boolean = DType.BOOL
+        if swap:
+            return lambda a, b: binary(op, b, a, boolean)
+        return lambda a, b: binary(op, a, b, boolean)
+    if swap:
+        return lambda a, b: binary(op, b, a, b.dtype)
+    return lambda a, b: binary(op, a, b, a.dtype)
 
 
 # ---- compositions ----------------------------------------------------------------------------

@@ -30,15 +30,22 @@ from zyx.tensor import Tensor, require, same_device
 __all__ = ["matmul", "tensordot", "vecdot"]
 
 
+# Read once: reading an enum's member off its class costs a Python call (Python 3.11), and
+# these are read by every matmul.
+_BOOL, _ARITHMETIC, _MUL, _SUM = DType.BOOL, DTypeCapability.ARITHMETIC, BOp.MUL, ReduceOp.SUM
+
+
 def _operands(name: str, x1: Tensor, x2: Tensor) -> DType:
     for x in (x1, x2):
         if not isinstance(x, Tensor):
             raise TypeError(f"{name} takes arrays, got {type(x).__name__}")
-    same_device(name, x1, x2)
-    dtype = promote(x1.dtype, x2.dtype)
-    if dtype is DType.BOOL:
+    a, b = x1.node, x2.node
+    if a.device is not b.device:
+        same_device(name, x1, x2)
+    dtype = a.dtype if a.dtype is b.dtype else promote(a.dtype, b.dtype)
+    if dtype is _BOOL:
         raise TypeError(f"{name} takes numeric arrays, got bool")
-    require(x1.device, dtype, DTypeCapability.ARITHMETIC, name)
+    require(a.device, dtype, _ARITHMETIC, name)
     return dtype
 
 
@@ -60,8 +67,8 @@ def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
     left, right, out = _matmul_views(x1.shape, x2.shape)
     a = nodes.view(nodes.cast(x1.node, dtype), left)
     b = nodes.view(nodes.cast(x2.node, dtype), right)
-    product = nodes.binary(BOp.MUL, a, b, dtype)
-    total = nodes.reduce(ReduceOp.SUM, product, (len(product.shape) - 1,), dtype)
+    product = nodes.binary(_MUL, a, b, dtype)
+    total = nodes.reduce(_SUM, product, (len(product.shape) - 1,), dtype)
     return Tensor(nodes.view(total, out))
 
 
