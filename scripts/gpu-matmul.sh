@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Core's generated matmul (zyx/graph/matmul.py) on the lent H200, in one call (carry .whl):
-# its CUDA tests (every GPU variant against numpy in float64, the tensor-core ops), its OpenCL
-# tests on NVIDIA's
-# OpenCL, then benchmarks/matmul_bench.py on CUDA (cuDNN off) with every variant's kernels timed
-# (the issue 20 goals: f32 4096^3 true fp32, bf16 8192^3, bf16 64 x 512^3) and on NVIDIA's
-# OpenCL. Logs and matmul_bench_<machine>_{cuda,opencl}.json under $OUT
+# its CUDA tests (every GPU variant against numpy in float64, the tensor-core ops), its
+# OpenCL tests on NVIDIA's OpenCL, then benchmarks/matmul_bench.py on CUDA (cuDNN off) with
+# every variant's kernels timed (the issue 20 goals: f32 4096^3 true fp32, bf16 8192^3, bf16
+# 64 x 512^3) and on NVIDIA's OpenCL. Logs and matmul_bench_<machine>_{cuda,opencl}.json under $OUT
 # (`python benchmarks/report.py --add` takes them in). The steps' limits add up to 570 s,
 # within one call's 600.
 source scripts/gpu-steps.sh || exit 1
