@@ -22,7 +22,19 @@ from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
 from zyx.ir import Kernel
 from zyx.ir.ops import Storage
-from zyx.testing.matmul import CASES, Case, check_front_end, check_variant, found, operands
+from zyx.testing.matmul import (
+    ALIGNED_CASES,
+    CASES,
+    Case,
+    check_front_end,
+    check_variant,
+    found,
+    held,
+    interpreted,
+    operands,
+    reference,
+)
+from zyx.testing.numerics import assert_close
 
 VARIANTS = matmul.CPU_VARIANTS + matmul.GPU_VARIANTS
 
@@ -34,9 +46,22 @@ def host() -> Device:
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=str)
 def test_every_variant_matches_numpy(host: Device, variant: matmul.Variant) -> None:
-    """Each variant on one case in turn (CPU and GPU variants alike: the host runs both)."""
-    case = CASES[VARIANTS.index(variant) % len(CASES)]
-    check_variant(host, variant, DType.F32, case)
+    """Each variant on one case in turn (CPU and GPU variants alike: the host runs both;
+    the pipelined ones, which take rows of 16 bytes only, copying at once)."""
+    cases = ALIGNED_CASES if variant.stages else CASES
+    check_variant(host, variant, DType.F32, cases[VARIANTS.index(variant) % len(cases)])
+
+
+@pytest.mark.parametrize("variant", [v for v in matmul.GPU_VARIANTS if v.stages], ids=str)
+def test_pipelined_gpu_variants_match_numpy_in_the_interpreter(
+    host: Device, variant: matmul.Variant
+) -> None:
+    """Whose copies complete only at their waits, as a GPU's (tests/core/test_ir_copies.py)."""
+    for seed, case in enumerate(ALIGNED_CASES):
+        a, b = operands(np.random.default_rng(seed), DType.F32, case)
+        m = found(host, case, a, b)
+        got = interpreted(variant, m, held(a, case.a_transposed), held(b, case.b_transposed))
+        assert_close(got, reference(a, b), DType.F32, f"{variant} {case}")
 
 
 @pytest.mark.parametrize("dtype", [DType.F64, DType.F16, DType.BF16], ids=str)

@@ -7,7 +7,6 @@ On a GPU they run in tests/cuda/test_cuda_matmul.py."""
 from __future__ import annotations
 
 from dataclasses import replace
-from math import prod
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,12 +17,20 @@ import zyx
 from zyx.backend import Buffer, Device
 from zyx.dtypes import DType, DTypeCapability
 from zyx.graph import matmul
-from zyx.graph.claims import Matmul, matmuls
+from zyx.graph.claims import matmuls
 from zyx.graph.schedule import Graph
 from zyx.ir import Kernel, Mma
-from zyx.ir.interpreter import interpret
-from zyx.testing.matmul import ALIGNED_CASES, CASES, Case, found, operands, reference
-from zyx.testing.numerics import Array, assert_close, poisoned, random
+from zyx.testing.matmul import (
+    ALIGNED_CASES,
+    CASES,
+    Case,
+    found,
+    held,
+    interpreted,
+    operands,
+    reference,
+)
+from zyx.testing.numerics import assert_close, random
 
 TENSOR = DTypeCapability.FULL | DTypeCapability.TENSOR_CORE
 
@@ -53,21 +60,6 @@ def gpu(host: Device, **changes: Any) -> Any:
         dtypes={d: TENSOR for d in DType},
     )
     return SimpleNamespace(info=replace(info, **changes))
-
-
-def interpreted(variant: matmul.Variant, m: Matmul, a: Array, b: Array) -> Array:
-    """``m`` computed by ``variant``'s kernels in the interpreter into a poisoned array."""
-    out = poisoned(m.output.dtype, prod(m.batch) * m.n * m.m)
-    named = {("src", 0): a, ("src", 1): b, ("out", 0): out}
-    for launch in matmul.build(m, variant):
-        assert isinstance(launch.kernel, Kernel)
-        interpret(launch.kernel, [named[arg] for arg in launch.args])
-    return out.reshape(*m.batch, m.n, m.m)
-
-
-def held(x: Array, transposed: bool) -> Array:
-    """The buffer that holds operand ``x`` (``arrays`` of zyx.testing.matmul)."""
-    return (np.ascontiguousarray(np.swapaxes(x, -1, -2)) if transposed else x).ravel()
 
 
 def check(host: Device, variant: matmul.Variant, dtype: DType, case: Case) -> None:
@@ -145,10 +137,10 @@ def test_a_stage_swizzle_puts_ldmatrix_rows_and_copies_in_distinct_banks(width: 
     """8 rows from a multiple of 8, one chunk of 16 bytes each (an ``LdMatrix`` matrix), and
     8 chunks in copy order (8 work-items' ``CopyAsync``s), each lie in 8 distinct 16-byte
     columns of the 32 banks: no bank conflict, with no padding."""
-    chunks = width // matmul.VECTOR
+    chunks = width // 8  # of bf16
 
     def column(row: int, chunk: int) -> int:
-        return matmul.swizzled(row, chunk, width) * 2 // 16 % 8
+        return matmul.swizzled(row, chunk, width, 8) * 2 // 16 % 8
 
     for row0 in range(0, 32, 8):
         for chunk in range(chunks):
@@ -156,8 +148,8 @@ def test_a_stage_swizzle_puts_ldmatrix_rows_and_copies_in_distinct_banks(width: 
     for first in range(0, 8 * chunks, 8):
         copies = [divmod(first + i, chunks) for i in range(8)]
         assert len({column(row, chunk) for row, chunk in copies}) == 8
-    rows = [matmul.swizzled(r, c, width) for r in range(8) for c in range(chunks)]
-    assert sorted(rows) == list(range(0, 8 * width, matmul.VECTOR))  # a permutation
+    rows = [matmul.swizzled(r, c, width, 8) for r in range(8) for c in range(chunks)]
+    assert sorted(rows) == list(range(0, 8 * width, 8))  # a permutation
 
 
 def test_the_kernels_use_tensor_cores(host: Device) -> None:

@@ -68,8 +68,8 @@ def test_gpu_variants_compile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Each on a product it takes: the pipelined ones (``stages``) on rows of 16 bytes, their
-    copies ``cp.async`` and their fragments held as the 32-bit words ldmatrix and mma.sync
-    take (no unpacking and packing again)."""
+    copies ``cp.async``, and with tensor cores their fragments held as the 32-bit words
+    ldmatrix and mma.sync take (no unpacking and packing again)."""
     monkeypatch.setenv("ZYX_CACHE_DIR", str(tmp_path))
     compiler = Compiler(arch)
     for variant in variants:
@@ -80,13 +80,16 @@ def test_gpu_variants_compile(
             source = CudaDialect().render(launch.kernel)
             if variant.stages:
                 assert "zyx_copy_async<16>(" in source.code
+            if variant.stages and variant.mma:
                 assert source.code.count("zyx_pair_bits(") == 1  # defined, never called
             assert compiler.compile(source).format == "cubin"
 
 
 @pytest.mark.parametrize("variant", matmul.GPU_VARIANTS, ids=str)
 def test_every_gpu_variant_matches_numpy(device: CudaDevice, variant: matmul.Variant) -> None:
-    for case in CASES:
+    """The pipelined ones (``stages``) on rows of 16 bytes, and 512 x 1024 x 2048."""
+    cases = (*ALIGNED_CASES, Case((), (), 512, 1024, 2048)) if variant.stages else CASES
+    for case in cases:
         check_variant(device, variant, DType.F32, case)
 
 

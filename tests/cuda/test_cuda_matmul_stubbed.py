@@ -1,9 +1,9 @@
-"""Core's pipelined tensor-core matmul (``zyx.graph.matmul``'s ``stages`` variants) through a
+"""Core's pipelined matmul (``zyx.graph.matmul``'s ``stages`` variants) through a
 ``CudaDevice`` as the H200 describes itself (compute capability 9.0, 227 KiB of local memory
-a group): each variant fits the bf16 goals' shapes (8192^3 and 64 x 512^3 as 1024^3 and
-8 x 512^3 here), compiles with NVRTC, loads (above 48 KiB of shared memory with the
-function's attribute set) and passes the launch's checks of its arguments, launching its
-work-groups; and core offers a claim for each, beside the default.
+a group): each tensor-core variant fits the bf16 goals' shapes (8192^3 and 64 x 512^3 as
+1024^3 and 8 x 512^3 here), each other one f32 1024^3, compiles with NVRTC, loads (above
+48 KiB of shared memory with the function's attribute set) and passes the launch's checks
+of its arguments, launching its work-groups; and core offers a claim for each.
 
 On the stand-in driver (``stub_driver``, in a process of its own): no GPU; the numbers run on
 one in test_cuda_matmul.py. Needs a C compiler (zyx-cuda's native launcher).
@@ -50,15 +50,17 @@ def check() -> None:
     from zyx_cuda.device import CudaDevice
 
     device = CudaDevice(0)
-    staged = [v for v in matmul.MMA_VARIANTS if v.stages]
-    for shape in ((1024, 1024), (8, 512, 512)):
-        a = zyx.ones(shape, dtype=zyx.bfloat16, device=device)
-        b = zyx.ones(shape, dtype=zyx.bfloat16, device=device)
+    runs = [(zyx.bfloat16, shape, [v for v in matmul.MMA_VARIANTS if v.stages])
+            for shape in ((1024, 1024), (8, 512, 512))]  # fmt: skip
+    runs.append((zyx.float32, (1024, 1024), [v for v in matmul.GPU_VARIANTS if v.stages]))
+    for dtype, shape, staged in runs:
+        a = zyx.ones(shape, dtype=dtype, device=device)
+        b = zyx.ones(shape, dtype=dtype, device=device)
         zyx.realize(a, b)
         (m,) = matmuls(Graph([zyx.matmul(a, b).node]))
-        out = device.pool.allocate(prod(m.batch) * m.n * m.m * 2)
+        out = device.pool.allocate(prod(m.batch) * m.n * m.m * m.output.dtype.itemsize)
         chosen = matmul.default(m, device)
-        assert chosen is not None and chosen.mma
+        assert chosen is not None and chosen.mma == (dtype is zyx.bfloat16)
         offered = {c.key[-1] for c in matmul.offer([m], device, search=True)}
         assert set(staged) <= offered, offered
         for variant in staged:

@@ -97,12 +97,13 @@ class Variant:
     """With ``mma``: the fragments loaded by ``zyx.ir.LdMatrix`` (8 x 8 matrices, four a
     load), not element by element."""
     stages: int = 0
-    """With ``ldmatrix``, 2 or more: the tiles of this many steps of k in local memory at
-    once, copied by ``zyx.ir.CopyAsync`` 16 bytes at a time ``stages - 1`` steps ahead of
-    the step computed, their rows' 16-byte chunks XOR-swizzled (no padding), each warp's
-    fragments of the next 16 along k loaded before it multiplies the last
-    (``_Tiles.pipelined``, ``_Stages``); 0: one step in local memory, copied through
-    registers."""
+    """2 or more (with ``mma``, ``ldmatrix`` too): the tiles of this many steps of k in
+    local memory at once, copied by ``zyx.ir.CopyAsync`` 16 bytes at a time ``stages - 1``
+    steps ahead of the step computed, their rows' 16-byte chunks XOR-swizzled (no
+    padding), each warp's fragments of the next 16 along k loaded before it multiplies the
+    last (``_Tiles.pipelined``, ``_Stages``); without ``mma``, operands of the
+    accumulator's dtype (f32: no conversion on the way). 0: one step in local memory,
+    copied through registers."""
     carry: bool = False
     """With ``stages``: a step's last 16 along k load the fragments of the next step's
     first too (after that step's wait and barrier, moved there from the step's start), so
@@ -136,6 +137,9 @@ columns are 16 cache lines unpacked), 2-3x in f16 and bf16 (converted once)."""
 
 GPU_VARIANTS = (
     Variant((8, 8), (16, 16), 16),
+    Variant((8, 8), (16, 16), 16, stages=2),
+    Variant((8, 8), (16, 16), 16, stages=3),
+    Variant((8, 8), (16, 16), 32, stages=2),
     Variant((8, 8), (16, 16), 8),
     Variant((4, 8), (16, 16), 16),
     Variant((4, 4), (16, 16), 16),
@@ -144,7 +148,11 @@ GPU_VARIANTS = (
 )
 """For a GPU, default first: a 128 x 128 tile of 256 work-items, 8 x 8 outputs each, 16
 along k a step (f32 4096^3 on the H200, 2026-12-04, each variant's kernels alone: 35.96
-TFLOP/s, 33.77 with 8 a step, the others 25-32)."""
+TFLOP/s, 33.77 with 8 a step, the others 25-32). Pipelined (``stages``; f32 operands of
+16-byte aligned rows), the same tile in 2 or 3 steps of 16, or 2 of 32: no copies through
+registers, one barrier a step (sm_90 ptxas: 128 registers where the default has 102, two
+groups an SM either way; its loop 1024 FFMA, 164 LDS and 4 LDGSTS, the default's 1024
+FFMA, 256 LDS, 16 LDG and 16 STS)."""
 
 WARP = 32
 """Work-items of a warp, as ``zyx.ir.Mma`` counts them."""
@@ -175,9 +183,15 @@ registers: sm_90's ptxas 227 for warps of 64 x 64, 126 for 64 x 32, two groups o
 SM), 128 x 256 in 3, 128 x 128 of 8 warps of 64 x 32 in 4, and 128 x 256 with 64 along k a
 step in 3 (144 KiB)."""
 
-VECTOR = 8
-"""Elements of one ``CopyAsync`` of a pipelined variant (``stages``): 16 bytes of f16 or
-bf16, ``cp.async``'s largest, and of a row's chunk in its swizzled local memory."""
+COPY_BYTES = 16
+"""Bytes of one ``CopyAsync`` of a pipelined variant (``stages``), ``cp.async``'s largest,
+and of a row's chunk in its swizzled local memory."""
+
+
+def vector(dtype: DType) -> int:
+    """Elements of ``dtype`` in one ``COPY_BYTES`` copy: 8 of f16 or bf16, 4 of f32."""
+    return COPY_BYTES // dtype.itemsize
+
 
 MMA_PAD = 8
 """Elements that pad each row of an MMA tile in local memory: a fragment's lanes then read
@@ -212,15 +226,18 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
         return False
     if variant.packed and (variant.local_size > 1 or variant.depth):
         return False
-    if (variant.ldmatrix or variant.stages) and not variant.mma:
+    if variant.ldmatrix and not variant.mma:
         return False
-    if variant.carry and not variant.stages:
+    if variant.carry and not (variant.stages and variant.mma):
         return False
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
         return False  # each work-item copies as many elements of a tile
     if variant.mma:
         return _fits_mma(variant, m, info)
+    if variant.stages:
+        same = m.a.node.dtype is m.b.node.dtype is _accumulator(m)
+        return same and _fits_stages(variant, m, info)
     padded = rows + cols + 2 * max(BANKS // max(variant.depth, 1), 1)
     return variant.depth * padded * _accumulator(m).itemsize <= info.local_mem_size
 
@@ -245,24 +262,25 @@ def _fits_mma(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
 
 def _fits_stages(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
     """Whether pipelined ``variant`` (``stages``) runs ``m`` on ``info``'s device: fragments
-    by LdMatrix; each operand contiguous along one of its last two dims, its other strides,
-    its offset and its extent along that dim multiples of ``VECTOR`` and its buffer's
-    address of 16 (every copy 16 aligned bytes, wholly inside the operand or wholly past
-    it); whole copies for each work-item, rows of a power of two of copies (``_Stages``),
-    and the stages in its local memory."""
-    if not variant.ldmatrix or variant.stages < 2:
+    by LdMatrix (with ``mma``); each operand contiguous along one of its last two dims, its
+    other strides, its offset and its extent along that dim multiples of a copy's elements
+    (``vector``) and its buffer's address of 16 (every copy 16 aligned bytes, wholly inside
+    the operand or wholly past it); whole copies for each work-item, rows of a power of two
+    of copies (``_Stages``), and the stages in its local memory."""
+    if (variant.mma and not variant.ldmatrix) or variant.stages < 2:
         return False
     rows, cols = variant.tile
+    n = vector(m.a.node.dtype)
     for x, count, shape, k_dim in ((m.a, rows, (m.n, m.k), -1), (m.b, cols, (m.k, m.m), -2)):
         inner = -1 if x.strides[-1] == 1 else -2 if x.strides[-2] == 1 else 0
-        if not inner or x.offset % VECTOR or shape[inner] % VECTOR or _misaligned(x):
+        if not inner or x.offset % n or shape[inner] % n or _misaligned(x):
             return False
-        if any(s % VECTOR for i, s in enumerate(x.strides) if i != len(x.strides) + inner):
+        if any(s % n for i, s in enumerate(x.strides) if i != len(x.strides) + inner):
             return False
         along_k = inner == k_dim
         width = variant.depth if along_k else count
-        chunks, copies = width // VECTOR, count * variant.depth // VECTOR
-        if width % VECTOR or chunks & (chunks - 1) or copies % variant.local_size:
+        chunks, copies = width // n, count * variant.depth // n
+        if width % n or chunks & (chunks - 1) or copies % variant.local_size:
             return False
     stage = (rows + cols) * variant.depth * m.a.node.dtype.itemsize
     return variant.stages * stage <= info.local_mem_size
@@ -477,7 +495,7 @@ class _Tiles:
         self.a_base = _batch_offset(m.a, m.batch, batch)
         self.b_base = _batch_offset(m.b, m.batch, batch)
         if v.mma:
-            through = self.pipelined if v.stages else self.tensor_cores
+            through = self.pipelined_mma if v.stages else self.tensor_cores
             through(kb.local(0, v.local_size), batch * (m.n * m.m), row0, col0)
             return kb.build()
         acc = kb.define(self.acc, v.block[0] * v.block[1])
@@ -549,6 +567,15 @@ class _Tiles:
         kb, m, v = self.kb, self.m, self.v
         rows, cols = v.tile
         ty, tx = lid / v.threads[1], lid % v.threads[1]
+        if v.stages:
+
+            def step_of(a: _Stages, b: _Stages, step: Value, ahead: Callable[[], None]) -> None:
+                ahead()
+                for d in range(v.depth):  # unrolled: the tiles' addresses are constant offsets
+                    self.from_tiles(acc, a, b, d, ty, tx)
+
+            self.pipelined(lid, row0, col0, step_of)
+            return
         steps = m.k // v.depth
         if steps:
             a_copy = _Copy(kb, self.acc, lid, v, rows, along_k=abs(m.a.strides[-1]) == 1)
@@ -614,23 +641,58 @@ class _Tiles:
         for row, col, value in warp.outputs():
             self.store(out_base, row0 + row, col0 + col, value)
 
-    def pipelined(self, lid: Value, out_base: Value, row0: Value, col0: Value) -> None:
-        """The tile by tensor cores through ``stages`` steps of k in local memory
-        (``Variant.stages``), as CUTLASS's multistage main loop: the copies of the first
-        ``stages - 1`` steps are issued before the k loop, a group each. Each step starts
-        with a wait for its own group (the newer ``stages - 2`` may stay in flight) and a
-        barrier (every warp's copies seen, and every warp done with the step before), then
-        issues the copies of the step ``stages - 1`` ahead into the stage of the step
-        before. Each warp loads its fragments of 16 along k before the MMAs of the 16
-        before (their loads' latency hidden behind them); with ``carry`` the wait and the
-        barrier move to before a step's last 16, which load the next step's first. Past k
+    def pipelined_mma(self, lid: Value, out_base: Value, row0: Value, col0: Value) -> None:
+        """The tile by tensor cores through ``pipelined``'s stages; each warp loads its
+        fragments of 16 along k before the MMAs of the 16 before (their loads' latency
+        hidden behind them); with ``carry`` a step's wait and barrier move to before its
+        last 16, which load the next step's first. Then each warp stores its block."""
+        v = self.v
+        warp = _Warp(self.kb, lid, v)
+        carried: list[tuple[Value, Value]] = []  # with carry: a step's first fragments
+
+        def compute(a: _Stages, b: _Stages, step: Value, ahead: Callable[[], None]) -> None:
+            held = carried[0] if carried else warp.fragments(a, b, 0)
+            for k0 in range(0, v.depth, 16):
+                if k0 == 0:
+                    ahead()
+                if k0 + 16 < v.depth:
+                    following = warp.fragments(a, b, k0 + 16)
+                elif carried:
+                    self.await_step(step + 1)
+                    following = warp.fragments(a, b, 0, into=carried[0])
+                else:
+                    following = held  # the step's last 16: the next step loads its own
+                warp.multiply(*held)
+                held = following
+
+        def first(a: _Stages, b: _Stages) -> None:
+            carried.append(warp.fragments(a, b, 0))
+
+        self.pipelined(lid, row0, col0, compute, first if v.carry else None)
+        for row, col, value in warp.outputs():
+            self.store(out_base, row0 + row, col0 + col, value)
+
+    def pipelined(
+        self, lid: Value, row0: Value, col0: Value,
+        compute: Callable[[_Stages, _Stages, Value, Callable[[], None]], None],
+        carried: Callable[[_Stages, _Stages], None] | None = None,
+    ) -> None:  # fmt: skip
+        """The k loop through ``stages`` steps of k in local memory (``Variant.stages``), as
+        CUTLASS's multistage main loop: the copies of the first ``stages - 1`` steps are
+        issued before the loop, a group each. Each step starts with a wait for its own
+        group (the newer ``stages - 2`` may stay in flight) and a barrier (every warp's
+        copies seen, and every warp done with the step before: ``await_step``);
+        ``compute(a, b, step, ahead)`` then computes it from the stages, calling ``ahead()``
+        to issue the copies of the step ``stages - 1`` ahead, into the stage of the step
+        before. With ``carried`` (``carry``) ``compute`` awaits the next step itself, before
+        its end, and ``carried(a, b)`` first loads what the first step needs of it. Past k
         (the last step where ``depth`` does not divide it) the copies are of zeros; rows
         and columns past the output's are clamped, as ``load_a`` clamps."""
         kb, m, v = self.kb, self.m, self.v
         rows, cols = v.tile
         a = _Stages(kb, m.a.node.dtype, lid, v, rows, along_k=m.a.strides[-1] == 1)
         b = _Stages(kb, m.b.node.dtype, lid, v, cols, along_k=m.b.strides[-1] != 1)
-        warp = _Warp(kb, lid, v)
+        self.tiles = (a, b)
         steps = -(-m.k // v.depth)
         sa, sb = m.a.strides, m.b.strides
 
@@ -642,56 +704,50 @@ class _Tiles:
                 return True if m.k % v.depth == 0 else k0 + d < m.k
 
             def a_at(e: Value, d: Value) -> Value:
-                row = kb.minimum(row0 + e, m.n - (1 if a.k_inner else VECTOR))
+                row = kb.minimum(row0 + e, m.n - (1 if a.k_inner else a.vector))
                 return self.a_base + row * sa[-2] + (k0 + d) * sa[-1]
 
             def b_at(e: Value, d: Value) -> Value:
-                col = kb.minimum(col0 + e, m.m - (1 if b.k_inner else VECTOR))
+                col = kb.minimum(col0 + e, m.m - (1 if b.k_inner else b.vector))
                 return self.b_base + (k0 + d) * sb[-2] + col * sb[-1]
 
             a.issue(self.a, stage, a_at, inside)
             b.issue(self.b, stage, b_at, inside)
 
-        def stage(step: Value | int) -> None:
-            a.base, b.base = step % v.stages * a.length, step % v.stages * b.length
-
         for first in range(v.stages - 1):
             if first < steps:
                 issue(first)
             kb.commit_copies()  # a group each, however few the steps: the waits count them
-        if v.carry:
-            kb.wait_copies(v.stages - 2)
-            kb.barrier()
-            first_16 = warp.fragments(a, b, 0)  # of each step: loaded in the step before
+        if carried is not None:
+            self.await_step(0)
+            carried(a, b)
         with kb.loop(steps) as step:
-            if not v.carry:
-                kb.wait_copies(v.stages - 2)
-                kb.barrier()
-                stage(step)
-                first_16 = warp.fragments(a, b, 0)
-            held = first_16
-            for k0 in range(0, v.depth, 16):
-                if k0 == 0:
-                    with kb.if_(step + (v.stages - 1) < steps):
-                        issue(step + (v.stages - 1))
-                    kb.commit_copies()
-                if k0 + 16 < v.depth:
-                    stage(step)
-                    following = warp.fragments(a, b, k0 + 16)
-                elif v.carry:
-                    kb.wait_copies(v.stages - 2)
-                    kb.barrier()
-                    stage(step + 1)
-                    following = warp.fragments(a, b, 0, into=first_16)
-                else:
-                    following = held  # the step's last 16: the next step loads its own
-                warp.multiply(*held)
-                held = following
-        kb.wait_copies(0)  # none is left in flight at the kernel's end (all empty groups)
-        for row, col, value in warp.outputs():
-            self.store(out_base, row0 + row, col0 + col, value)
+            if carried is None:
+                self.await_step(step)
+            else:
+                self.read_step(step)
 
-    def from_tiles(self, acc: Value, a: _Copy, b: _Copy, d: int, ty: Value, tx: Value) -> None:
+            def ahead() -> None:
+                with kb.if_(step + (v.stages - 1) < steps):
+                    issue(step + (v.stages - 1))
+                kb.commit_copies()
+                self.read_step(step)
+
+            compute(a, b, step, ahead)
+        kb.wait_copies(0)  # none is left in flight at the kernel's end (all empty groups)
+
+    def await_step(self, step: Value | int) -> None:
+        """``step``'s copies waited for, a barrier, then its stages read."""
+        self.kb.wait_copies(self.v.stages - 2)
+        self.kb.barrier()
+        self.read_step(step)
+
+    def read_step(self, step: Value | int) -> None:
+        """The stages of ``step`` read from now on (``_Stages.base``)."""
+        for tile in self.tiles:
+            tile.base = step % self.v.stages * tile.length
+
+    def from_tiles(self, acc: Value, a: _Tile, b: _Tile, d: int, ty: Value, tx: Value) -> None:
         """``acc += a * b`` for step ``d`` of the tiles in local memory."""
         t0, t1 = self.v.threads
         self.product(acc, lambda r: a.at(d, ty + r * t0), lambda c: b.at(d, tx + c * t1))
@@ -858,15 +914,16 @@ class _Copy:
 class _Stages:
     """A work-group's ``stages`` tiles of an operand in local memory (``Variant.stages``),
     each ``depth`` x ``count`` elements (rows of a or columns of b), copied by
-    ``CopyAsync``s of ``VECTOR`` elements along the operand's contiguous dim.
+    ``CopyAsync``s of ``vector`` elements (16 bytes) along the operand's contiguous dim.
 
     A stage is held as ``_Copy`` holds its tile for tensor cores, with k contiguous where
     the operand is (``[e][d]``), else ``[d][e]``, but unpadded: its rows of ``width``
-    elements are chunks of ``VECTOR`` (16 bytes), chunk ``c`` of row ``r`` held at chunk
+    elements are chunks of 16 bytes, for tensor cores chunk ``c`` of row ``r`` held at chunk
     ``c ^ (r / R % min(chunks, 8))``, ``R`` the rows of a 128-byte line (``8 / chunks``, at
     least 1). The 8 rows an ``LdMatrix`` matrix reads (8 consecutive, from a multiple of 8,
     one chunk each) then lie in 8 different 16-byte columns of banks, and so do the
-    chunks each 8 work-items of a warp copy (consecutive chunks of a row or two).
+    chunks each 8 work-items of a warp copy (consecutive chunks of a row or two); the
+    elements of one chunk stay consecutive.
     """
 
     def __init__(
@@ -874,28 +931,35 @@ class _Stages:
     ) -> None:
         self.kb = kb
         self.k_inner = along_k
+        self.swizzle = v.mma
+        """Only for tensor cores: ``LdMatrix``'s rows of a chunk each meet in one bank
+        unswizzled, where the other kernels read rows of consecutive elements, or one
+        element of a row for the whole warp; their addresses stay constant offsets."""
+        self.vector = vector(dtype)
         self.width = v.depth if along_k else count
         self.length = count * v.depth
         """Elements of one stage."""
         self.tile = kb.define(dtype, v.stages * self.length, Storage.LOCAL)
         self.base: Value | int = 0
         """Where the stage that ``offset`` reads starts (the k loop sets it)."""
-        chunks = self.width // VECTOR
+        chunks = self.width // self.vector
         step = v.local_size // chunks if v.local_size % chunks == 0 else 0
         self.places: list[tuple[Value, Value]] = []
-        for q in range(self.length // VECTOR // v.local_size):
+        for q in range(self.length // self.vector // v.local_size):
             if step:  # a work-item's chunk is the same in each row it copies: one register
                 row, chunk = lid / chunks + q * step, lid % chunks
             else:
                 copy = lid + q * v.local_size
                 row, chunk = copy / chunks, copy % chunks
             self.places.append((row, chunk))
-        self.held = [self.at(row, chunk) for row, chunk in self.places]
+        self.held = [self.chunk_at(row, chunk) for row, chunk in self.places]
         """Where each of a work-item's copies lies in a stage."""
 
-    def at(self, row: Value, chunk: Value) -> Value:
+    def chunk_at(self, row: Value, chunk: Value) -> Value:
         """Where ``chunk`` of ``row`` starts in a stage."""
-        return swizzled(row, chunk, self.width)
+        if not self.swizzle:
+            return row * self.width + chunk * self.vector
+        return swizzled(row, chunk, self.width, self.vector)
 
     def issue(
         self, src: Value, stage: Value | int, at: Callable[[Value, Value], Value],
@@ -905,29 +969,36 @@ class _Stages:
         ``e`` of the tile's rows or columns at ``d`` along k starts in ``src``, and the
         copy is of zeros where ``inside(d)`` is false."""
         for (row, chunk), held in zip(self.places, self.held, strict=True):
-            line = chunk * VECTOR
+            line = chunk * self.vector
             e, d = (row, line) if self.k_inner else (line, row)
             where = stage * self.length + held
-            self.kb.copy_async(self.tile, where, src, at(e, d), VECTOR, inside(d))
+            self.kb.copy_async(self.tile, where, src, at(e, d), self.vector, inside(d))
 
     def offset(self, d: Value | int, e: Value) -> Value:
         """Where element ``e`` of the tile's rows or columns at ``d`` along k lies, in the
-        stage from ``base``: the contiguous one of them a multiple of ``VECTOR`` (an
-        ``LdMatrix`` row's start)."""
+        stage from ``base``."""
+        kb, shift = self.kb, self.vector.bit_length() - 1
         row, line = (e, d) if self.k_inner else (d, e)
-        chunk = self.kb.value(line, INDEX) >> (VECTOR.bit_length() - 1)
-        return self.at(self.kb.value(row, INDEX), chunk) + self.base
+        if not self.swizzle:
+            return kb.value(row, INDEX) * self.width + line + self.base
+        row, line = kb.value(row, INDEX), kb.value(line, INDEX)
+        start = self.chunk_at(row, line >> shift)
+        return start + (line & (self.vector - 1)) + self.base
+
+    def at(self, d: Value | int, e: Value) -> Value:
+        """Element ``e`` of the tile's rows or columns at ``d`` along k, in the stage read."""
+        return self.tile[self.offset(d, e)]
 
 
 Index = TypeVar("Index", int, Value)
 
 
-def swizzled(row: Index, chunk: Index, width: int) -> Index:
-    """Where chunk ``chunk`` (of ``VECTOR`` elements) of row ``row`` of a ``_Stages`` stage,
-    rows of ``width`` elements (``VECTOR`` times a power of two), starts in it."""
-    chunks = width // VECTOR
+def swizzled(row: Index, chunk: Index, width: int, per_chunk: int) -> Index:
+    """Where chunk ``chunk`` (16 bytes: ``per_chunk`` elements) of row ``row`` of a
+    ``_Stages`` stage, rows of ``width`` elements (a power of two of chunks), starts in it."""
+    chunks = width // per_chunk
     lines = (max(8 // chunks, 1)).bit_length() - 1  # log2 of the rows of a 128-byte line
-    return row * width + (chunk ^ ((row >> lines) & (min(chunks, 8) - 1))) * VECTOR
+    return row * width + (chunk ^ ((row >> lines) & (min(chunks, 8) - 1))) * per_chunk
 
 
 _Tile = _Copy | _Stages

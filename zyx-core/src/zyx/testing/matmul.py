@@ -19,6 +19,7 @@ from zyx.graph import matmul
 from zyx.graph.claims import Matmul, matmuls
 from zyx.graph.schedule import Graph
 from zyx.ir import Kernel
+from zyx.ir.interpreter import interpret
 from zyx.testing.numerics import BOUNDS, assert_close, poisoned, random
 
 Array = np.ndarray[Any, Any]
@@ -115,6 +116,25 @@ def run_variant(device: Device, variant: matmul.Variant, m: Matmul) -> Array:
         for buf in (out, *scratch):
             device.pool.release(buf)
     return got.reshape(*m.batch, m.n, m.m)
+
+
+def interpreted(variant: matmul.Variant, m: Matmul, a: Array, b: Array) -> Array:
+    """``m`` computed by ``variant``'s kernels in the IR interpreter into a poisoned array,
+    from ``a`` and ``b``, the buffers that hold the operands (``held``): where no device
+    runs them (tensor cores, or asynchronous copies as a GPU completes them)."""
+    out = poisoned(m.output.dtype, prod(m.batch) * m.n * m.m)
+    named = {("src", 0): a, ("src", 1): b, ("out", 0): out}
+    for launch in matmul.build(m, variant):
+        assert isinstance(launch.kernel, Kernel)
+        args = [arg for arg in launch.args if isinstance(arg, tuple)]  # build binds buffers
+        interpret(launch.kernel, [named[arg] for arg in args])
+    return out.reshape(*m.batch, m.n, m.m)
+
+
+def held(x: Array, transposed: bool) -> Array:
+    """The buffer that holds operand ``x`` (``arrays``), flat."""
+    flat: Array = (np.ascontiguousarray(np.swapaxes(x, -1, -2)) if transposed else x).ravel()
+    return flat
 
 
 def check_variant(
