@@ -403,6 +403,7 @@ def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
     entry = key.extend
     stack: list[Any] = list(reversed(targets))
     pop, push, extend = stack.pop, stack.append, stack.extend
+    count = 0  # len(position), without a call
     while stack:
         node = pop()
         if node is _EMIT:
@@ -410,7 +411,8 @@ def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
             op, arg, srcs = node.op, node.arg, node.srcs
             if op is _CUSTOM:
                 arg = arg.key
-            position[node] = len(position)
+            position[node] = count
+            count += 1
             if len(srcs) == 1:  # most ops: their entry in one tuple
                 entry((op, arg, node.dtype, node.shape, id(node.device), 1, position[srcs[0]]))
             elif len(srcs) == 2:
@@ -422,7 +424,8 @@ def structure(targets: Sequence[Node]) -> tuple[Hashable, list[Node]]:
         elif node in position:
             continue
         elif node.buffer is not None or node.op is _SCALAR:
-            position[node] = len(position)
+            position[node] = count
+            count += 1
             leaves.append(node)
             entry((node.op is _SCALAR, node.dtype, node.shape, id(node.device)))
         else:
