@@ -216,14 +216,11 @@ class Tensor:
     # ---- indexing ---------------------------------------------------------------------------
 
     def __getitem__(self, key: Any) -> Tensor:
-        from zyx.array.indexing import getitem
-
-        return getitem(self, key)
+        result: Tensor = _indexing().getitem(self, key)
+        return result
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from zyx.array.indexing import setitem
-
-        self.node = setitem(self, key, value).node
+        self.node = _indexing().setitem(self, key, value).node
 
     # ---- methods numpy, cupy and JAX arrays carry --------------------------------------------
 
@@ -320,6 +317,15 @@ class Tensor:
         """Compute the value now (it stays on the device); returns ``self``."""
         _runtime().realize([self.node])
         return self
+
+
+@cache
+def _indexing() -> ModuleType:
+    """``zyx.array.indexing``, imported on first use (it imports this module); see
+    ``_runtime``."""
+    from zyx.array import indexing
+
+    return indexing
 
 
 @cache
