@@ -123,9 +123,9 @@ def _binary(
     elif not isinstance(x2, Tensor):
         a, b = x1.node, _scalar_operand(name, x2, x1)
     else:
-        if x1.device is not x2.device:
-            same_device(name, x1, x2)
         a, b = x1.node, x2.node
+        if a.device is not b.device:
+            same_device(name, x1, x2)
     if a.dtype is b.dtype:
         dtype = a.dtype
     else:
