@@ -372,3 +372,20 @@ def test_cuda_strided_torch_tensor_is_copied(cuda: Any) -> None:
     np.testing.assert_array_equal(x.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4).T)
     with pytest.raises(BufferError, match="contiguous"):
         zyx.from_dlpack(source, copy=False)
+
+
+@pytest.mark.cuda
+@pytest.mark.gpu
+def test_cuda_misaligned_torch_view_is_copied(cuda: Any) -> None:
+    """A view 4 bytes into its storage: zyx's kernels copy 16 bytes at a time (cp.async)
+    with plans made for aligned buffers, so it is copied into an aligned buffer, and
+    refused with ``copy=False``."""
+    torch = pytest.importorskip("torch")
+    values = np.random.default_rng(11).standard_normal(4097).astype(np.float32)
+    view = torch.from_numpy(values).cuda()[1:]
+    assert view.data_ptr() % 16
+    with pytest.raises(BufferError, match="aligned"):
+        zyx.from_dlpack(view, copy=False)
+    x = zyx.from_dlpack(view)
+    assert cuda_pointer(x) % 16 == 0
+    np.testing.assert_array_equal((x * 2).numpy(), values[1:] * 2)

@@ -248,6 +248,7 @@ def _adopt_dlpack(tensor: Any, device: CudaDevice) -> tuple[Buffer, DType, tuple
     shape = [view.shape[i] for i in range(view.ndim)]
     strides = [view.strides[i] for i in range(view.ndim)] if view.strides else None
     _check_contiguous(shape, strides, dtype.itemsize, "DLPack")
+    pointer = _aligned(int(view.data or 0) + view.byte_offset, "DLPack")
     # From here on the buffer owns the tensor: the consumer calls its deleter.
     _capsule_rename(capsule, b"used_dltensor")
     deleter = managed.deleter
@@ -256,7 +257,7 @@ def _adopt_dlpack(tensor: Any, device: CudaDevice) -> tuple[Buffer, DType, tuple
         if deleter:
             deleter(address)
 
-    buf = device.pool.adopt(int(view.data or 0) + view.byte_offset, _nbytes(shape, dtype), owner)
+    buf = device.pool.adopt(pointer, _nbytes(shape, dtype), owner)
     streams.commit(queue, (), (buf,))
     return buf, dtype, tuple(shape)
 
@@ -267,9 +268,10 @@ def from_cuda_array(tensor: Any, device: CudaDevice) -> Buffer:
     dtype = DType.from_numpy(np.dtype(cai["typestr"]))
     shape = list(cai["shape"])
     _check_contiguous(shape, cai.get("strides"), dtype.itemsize, "__cuda_array_interface__")
+    pointer = _aligned(int(cai["data"][0]), "__cuda_array_interface__")
     with device.lock:
         device.context.activate()
-        buf = device.pool.adopt(int(cai["data"][0]), _nbytes(shape, dtype), lambda: _keep(tensor))
+        buf = device.pool.adopt(pointer, _nbytes(shape, dtype), lambda: _keep(tensor))
         producer = cai.get("stream")
         if producer is not None:
             device.streams.order_after(driver.CUstream(producer), writes=(buf,))
@@ -285,6 +287,26 @@ def _nbytes(shape: list[int], dtype: DType) -> int:
     if nbytes <= 0:
         raise BackendError(ErrorStatus.INCORRECT_KERNEL_ARG, "cannot import an empty tensor")
     return nbytes
+
+
+ALIGNMENT = 16
+"""Bytes to which every buffer's address is aligned: generated kernels copy 16 bytes at a
+time (``cp.async``, vector loads), planned once for every buffer of a structure, and a
+misaligned address faults (``CUDA_ERROR_MISALIGNED_ADDRESS``, which ends the context). The
+pool's own (``cuMemAlloc``'s) are aligned to 256."""
+
+
+def _aligned(pointer: int, protocol: str) -> int:
+    """``pointer``, unless it is not a multiple of ``ALIGNMENT`` (a view at an odd offset):
+    then an error, which ``from_dlpack`` answers with a copy (or, with ``copy=False``, a
+    ``BufferError``)."""
+    if pointer % ALIGNMENT:
+        raise BackendError(
+            ErrorStatus.INCORRECT_KERNEL_ARG,
+            f"{protocol} tensor at {pointer:#x} is not aligned to {ALIGNMENT} bytes, which "
+            "zyx's kernels need; copy it (or pass a tensor that starts on such a boundary)",
+        )
+    return pointer
 
 
 def _check_contiguous(shape: list[int], strides: Any, itemsize: int, protocol: str) -> None:

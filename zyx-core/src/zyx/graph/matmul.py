@@ -290,7 +290,9 @@ def _misaligned(x: Operand) -> bool:
     """Whether ``x``'s buffer, where it holds one already, has an address (an int handle:
     a pointer) that is no multiple of 16 bytes: a foreign buffer adopted from a view
     (``cp.async`` faults on it). The pools' own buffers are aligned (``cuMemAlloc``'s to
-    256 bytes)."""
+    256 bytes), and zyx-cuda copies a misaligned view instead of adopting it
+    (``zyx_cuda.interop.ALIGNMENT``), as plans are cached by structure, not address; this
+    keeps another backend's adopted buffers out of the pipelined variants."""
     buf = x.node.buffer
     return buf is not None and isinstance(buf.handle, int) and buf.handle % 16 != 0
 
