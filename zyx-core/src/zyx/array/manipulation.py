@@ -53,6 +53,13 @@ def broadcast_shapes(*shapes: tuple[int, ...], what: str = "broadcast") -> tuple
     """The standard's broadcast of ``shapes``; an error naming them where they do not."""
     if len(shapes) == 2 and (shapes[0] == shapes[1] or not shapes[1]):
         return shapes[0]
+    return _broadcast(shapes, what)
+
+
+@lru_cache(maxsize=4096)
+def _broadcast(shapes: tuple[tuple[int, ...], ...], what: str) -> tuple[int, ...]:
+    """``broadcast_shapes`` of shapes that differ, memoized: every op between a row and a
+    matrix (``x - max(x, axis=1, keepdims=True)``) asks again for the same shapes."""
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for d in range(ndim):

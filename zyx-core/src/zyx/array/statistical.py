@@ -27,12 +27,18 @@ __all__ = [
 ]  # fmt: skip
 
 
+# Read once: reading an enum's member off its class costs a Python call (Python 3.11), and
+# every reduction reads these.
+_BOOL, _ARITHMETIC = DType.BOOL, DTypeCapability.ARITHMETIC
+_SUM_OR_PROD = (ReduceOp.SUM, ReduceOp.PROD)
+
+
 def _check(x: Any, name: str, numeric: bool = True) -> Tensor:
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} takes an array, got {type(x).__name__}")
-    if numeric and x.dtype is DType.BOOL:
+    if numeric and x.dtype is _BOOL:
         raise TypeError(f"{name} takes numeric arrays, got bool")
-    require(x.device, x.dtype, DTypeCapability.ARITHMETIC, name)
+    require(x.device, x.dtype, _ARITHMETIC, name)
     return x
 
 
@@ -45,11 +51,11 @@ def _finish(node: Node, axes: tuple[int, ...], keepdims: bool) -> Tensor:
 def reduce(x: Tensor, op: ReduceOp, axis: Any, keepdims: bool, dtype: DType, name: str) -> Tensor:
     """``op`` over ``axis`` of ``x``, its result of ``dtype``."""
     axes = normalize_axes(axis, x.ndim, name)
-    source = nodes.cast(x.node, dtype) if op in (ReduceOp.SUM, ReduceOp.PROD) else x.node
+    source = nodes.cast(x.node, dtype) if op in _SUM_OR_PROD else x.node
     if not axes:
         return Tensor(nodes.cast(source, dtype))
     empty = builtins.any(x.shape[d] == 0 for d in axes)
-    if empty and op not in (ReduceOp.SUM, ReduceOp.PROD):
+    if empty and op not in _SUM_OR_PROD:
         raise ValueError(
             f"{name} of an empty selection (shape {x.shape}, axis {axis}) is undefined"
         )
