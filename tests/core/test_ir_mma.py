@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from gpu_support import gpu_info
 
 from zyx.backend import DeviceInfo
 from zyx.dtypes import DType, DTypeCapability
@@ -24,17 +25,7 @@ from zyx.testing.numerics import Array, assert_close, random
 
 HALVES = [DType.F16, DType.BF16]
 
-GPU = DeviceInfo(
-    name="gpu",
-    compute=1e12,
-    max_global_work_dims=(2**31, 2**16, 2**16),
-    max_local_threads=1024,
-    max_local_work_dims=(1024, 1024, 64),
-    local_mem_size=1 << 16,
-    max_register_bytes=1024,
-    preferred_vector_size=16,
-    warp_size=32,
-    global_mem_size=2**30,
+GPU = gpu_info(
     tensor_cores=True,
     dtypes={d: DTypeCapability.FULL | DTypeCapability.TENSOR_CORE for d in DType},
 )

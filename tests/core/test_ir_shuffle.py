@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gpu_support import gpu_info
 
 import zyx
-from zyx.backend import DeviceInfo
-from zyx.dtypes import DType, DTypeCapability
+from zyx.dtypes import DType
 from zyx.errors import BackendError, IRError
 from zyx.graph.lower import KernelSpec, Lowerer
 from zyx.graph.nodes import Node, Op
@@ -26,20 +26,7 @@ from zyx.ir import Kernel, KernelBuilder, ParamKind, Shuffle, check_limits
 from zyx.ir.interpreter import interpret
 from zyx.testing.numerics import Array, assert_close
 
-GPU = DeviceInfo(
-    name="gpu",
-    compute=1e12,
-    max_global_work_dims=(2**31, 2**16, 2**16),
-    max_local_threads=1024,
-    max_local_work_dims=(1024, 1024, 64),
-    local_mem_size=1 << 16,
-    max_register_bytes=1024,
-    preferred_vector_size=16,
-    warp_size=32,
-    global_mem_size=2**30,
-    shuffle=True,
-    dtypes={d: DTypeCapability.FULL for d in DType},
-)
+GPU = gpu_info(shuffle=True)
 
 
 def exchange(mask: int, local: int = 64, dtype: DType = DType.F32) -> Kernel:

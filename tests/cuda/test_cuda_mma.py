@@ -21,9 +21,11 @@ from zyx.graph.schedule import Graph
 from zyx.ir import Kernel, KernelBuilder, ParamKind, Storage, Store
 from zyx.ir.interpreter import interpret
 from zyx.testing.kernels import staged_copies, staged_copies_expected, warp_ldmatrix, warp_mma
-from zyx.testing.numerics import assert_close, random
+from zyx.testing.numerics import assert_close, poisoned, random
 
 pytest.importorskip("cuda.bindings.nvrtc")
+
+from run_kernel import run_kernel  # noqa: E402
 
 from zyx_cuda.codegen import CudaDialect, in_words  # noqa: E402
 from zyx_cuda.compiler import Compiler  # noqa: E402
@@ -70,15 +72,7 @@ def test_ldmatrix_spreads_rows_as_the_interpreter_does(
     x = random(np.random.default_rng(count), dtype, 64 * count, -2.0, 2.0)
     want = np.zeros(64 * count, dtype.numpy)
     interpret(kernel, [x, want])
-    x_buf, out = device.pool.allocate(x.nbytes), device.pool.allocate(want.nbytes)
-    try:
-        device.pool.write(x_buf, x)
-        device.launch(device.compile(kernel), [x_buf, out])
-        got = np.empty_like(want)
-        device.pool.read(out, got)
-    finally:
-        device.pool.release(x_buf)
-        device.pool.release(out)
+    got = run_kernel(device, kernel, [x, poisoned(dtype, want.size)], 1)
     np.testing.assert_array_equal(got, want)
 
 
@@ -88,16 +82,7 @@ def test_each_warp_multiplies_its_matrices(device: CudaDevice, dtype: DType) -> 
     a = random(rng, dtype, warps * 256, -2.0, 2.0)
     b = random(rng, dtype, warps * 128, -2.0, 2.0)
     c = random(rng, DType.F32, warps * 128, -2.0, 2.0)
-    buffers = [device.pool.allocate(x.nbytes) for x in (a, b, c)]
-    try:
-        for buf, x in zip(buffers, (a, b, c), strict=True):
-            device.pool.write(buf, x)
-        device.launch(device.compile(warp_mma(dtype, warps)), buffers)
-        got = np.empty_like(c)
-        device.pool.read(buffers[2], got)
-    finally:
-        for buf in buffers:
-            device.pool.release(buf)
+    got = run_kernel(device, warp_mma(dtype, warps), [a, b, c], 2)
     product = a.astype(np.float64).reshape(warps, 16, 16) @ b.astype(np.float64).reshape(
         warps, 16, 8
     )
@@ -142,15 +127,8 @@ def test_copies_compile_to_cp_async(
 def test_a_pipeline_of_copies_matches_the_interpreter(device: CudaDevice, stages: int) -> None:
     count, tiles = 8, 7
     x = random(np.random.default_rng(stages), DType.BF16, tiles * 32 * count, -2.0, 2.0)
-    got = np.zeros_like(x)
-    x_buf, out = device.pool.allocate(x.nbytes), device.pool.allocate(got.nbytes)
-    try:
-        device.pool.write(x_buf, x)
-        device.launch(device.compile(staged_copies(DType.BF16, count, tiles, stages)), [x_buf, out])
-        device.pool.read(out, got)
-    finally:
-        device.pool.release(x_buf)
-        device.pool.release(out)
+    kernel = staged_copies(DType.BF16, count, tiles, stages)
+    got = run_kernel(device, kernel, [x, poisoned(DType.BF16, x.size)], 1)
     np.testing.assert_array_equal(got, staged_copies_expected(x, count))
 
 

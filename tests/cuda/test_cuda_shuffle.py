@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from run_kernel import run_kernel
 
 from zyx.dtypes import DType
 from zyx.ir import KernelBuilder, ParamKind
@@ -33,14 +34,6 @@ def test_each_lane_takes_its_partners_value(device: CudaDevice, dtype: DType, ma
     values = (np.arange(384) * 37 % 101 - 50).astype(dtype.numpy)
     want = np.zeros_like(values)
     interpret(kernel, [values, want])
-    x_buf, out_buf = device.pool.allocate(values.nbytes), device.pool.allocate(want.nbytes)
-    try:
-        device.pool.write(x_buf, values)
-        device.launch(device.compile(kernel), [x_buf, out_buf])
-        got = np.empty_like(want)
-        device.pool.read(out_buf, got)
-    finally:
-        device.pool.release(x_buf)
-        device.pool.release(out_buf)
+    got = run_kernel(device, kernel, [values, np.full_like(want, 1)], 1)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, values[np.arange(384) ^ mask])

@@ -1,0 +1,28 @@
+"""A GPU's ``DeviceInfo`` for the IR's warp-level ops (``Mma``, ``LdMatrix``, ``Shuffle``),
+whose limits and meaning the tests check without one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from zyx.backend import DeviceInfo
+from zyx.dtypes import DType, DTypeCapability
+
+
+def gpu_info(**features: Any) -> DeviceInfo:
+    """Warps of 32, groups of up to 1024 work-items, 64 KiB of local memory, and every
+    dtype (``dtypes``, ``tensor_cores``, ``shuffle`` and the rest as ``features`` say)."""
+    fields: dict[str, Any] = {
+        "name": "gpu",
+        "compute": 1e12,
+        "max_global_work_dims": (2**31, 2**16, 2**16),
+        "max_local_threads": 1024,
+        "max_local_work_dims": (1024, 1024, 64),
+        "local_mem_size": 1 << 16,
+        "max_register_bytes": 1024,
+        "preferred_vector_size": 16,
+        "warp_size": 32,
+        "global_mem_size": 2**30,
+        "dtypes": {d: DTypeCapability.FULL for d in DType},
+    }
+    return DeviceInfo(**{**fields, **features})
