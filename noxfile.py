@@ -13,7 +13,7 @@ from glob import glob
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "opencl", "cuda", "example", "lint", "typecheck"]
+nox.options.sessions = ["core", "opencl", "cuda", "cudnn", "example", "lint", "typecheck"]
 
 CORE = "./zyx-core[test]"
 
