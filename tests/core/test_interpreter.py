@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import ml_dtypes
@@ -222,6 +223,43 @@ def test_where_selects_per_item_and_broadcasts_uniform_values() -> None:
     got = np.zeros(4, np.float32)
     interpret(kb.build(), [np.array([-1, 2, np.nan, -0.5], np.float32), got])
     np.testing.assert_array_equal(got, [10.0, 12.0, np.nan, 10.0])
+
+
+def _rounded(x: Fraction, dtype: Any) -> Any:
+    """The exact ``x`` rounded to the nearest value of ``dtype``, ties to even (no overflow)."""
+    if x == 0:
+        return dtype(0.0)
+    info = np.finfo(dtype)
+    e = x.numerator.bit_length() - x.denominator.bit_length()  # 2**(e - 1) < |x| < 2**(e + 1)
+    e -= 1 if abs(x) < Fraction(2) ** e else 0
+    step = Fraction(2) ** (max(e, info.minexp) - info.nmant)
+    return dtype(float(round(x / step) * step))  # round(): ties to even
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_fma_rounds_once(dtype: Any) -> None:
+    """``a * b + c`` as exact rationals rounded once: where the addend nearly cancels the
+    product; where the product rounds to a tie and then the wrong way, ``(1 + h)^2 - 1``;
+    and f64 past the range of its fast exact path (``zyx.ir.fma``)."""
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal(64).astype(dtype), rng.standard_normal(64).astype(dtype)
+    c = (-(a * b) * (1 + rng.choice([-1, 1], 64) * 2.0 ** -rng.integers(1, 60, 64))).astype(dtype)
+    h = 2.0 ** -(np.finfo(dtype).nmant // 2 + 1)
+    huge = 2.0 ** (1000 if dtype is np.float64 else 100)
+    hard = [(1 + h, 1 + h, -1.0), (huge, 1.5, -huge), (2.0**-60, 2.0**-70, 2.0**-148)]
+    a, b, c = (np.concatenate([x, np.array(h, dtype)]) for x, h in zip((a, b, c), zip(*hard)))
+    kb = KernelBuilder("fma")
+    x, y, z = (kb.param(DType.F32 if dtype is np.float32 else DType.F64) for _ in range(3))
+    out = kb.param(x.dtype, ParamKind.GLOBAL_MUT)
+    i = kb.local(0, len(a))
+    out[i] = kb.fma(x[i], y[i], z[i])
+    got = np.zeros(len(a), dtype)
+    interpret(kb.build(), [a, b, c, got])
+    exact = (
+        Fraction(float(p)) * Fraction(float(q)) + Fraction(float(r)) for p, q, r in zip(a, b, c)
+    )
+    np.testing.assert_array_equal(got, np.array([_rounded(e, dtype) for e in exact], dtype))
+    assert got[64] != a[64] * b[64] + c[64]  # a multiply and an add round twice
 
 
 def test_half_precision_rounds_after_every_op_unless_computed_in_float64() -> None:

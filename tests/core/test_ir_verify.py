@@ -77,6 +77,23 @@ def test_type_mismatch_names_both_dtypes() -> None:
     _fails(build, "operand dtypes differ: f32 vs i32", "op %")
 
 
+@pytest.mark.parametrize(
+    "dtypes, message",
+    [
+        ((DType.F32, DType.F32, DType.F64), "Fma operand dtypes differ: f32, f32, f64"),
+        ((DType.F16,) * 3, "Fma of f16: f32 and f64 only"),
+        ((DType.I32,) * 3, "Fma of i32: f32 and f64 only"),
+    ],
+)
+def test_fma_needs_one_dtype_of_f32_or_f64(dtypes: tuple[DType, ...], message: str) -> None:
+    def build(kb: KernelBuilder) -> None:
+        i = kb.group(0, 4)
+        a, b, c = (kb.param(d)[i] for d in dtypes)
+        kb.fma(a, b, c)
+
+    _fails(build, message, "op %")
+
+
 def test_store_to_read_only_param() -> None:
     def build(kb: KernelBuilder) -> None:
         a = kb.param(DType.F32)

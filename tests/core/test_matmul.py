@@ -33,10 +33,14 @@ from zyx.testing.matmul import (
     interpreted,
     operands,
     reference,
+    run_variant,
 )
 from zyx.testing.numerics import assert_close
 
-VARIANTS = matmul.CPU_VARIANTS + matmul.GPU_VARIANTS
+HOST_DEFAULTS = (*matmul.AVX512_VARIANTS, replace(matmul.CPU_VARIANTS[0], fused=True))
+"""The host's defaults, accumulating by Fma: for AVX-512 (the host runs it on any CPU) and
+for AVX2."""
+VARIANTS = HOST_DEFAULTS + matmul.CPU_VARIANTS + matmul.GPU_VARIANTS
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +73,46 @@ def test_every_float_dtype_matches_numpy(host: Device, dtype: DType) -> None:
     """The default CPU variant, and the default GPU one (local memory, the rest of k from
     global memory), in f64 and in the 16-bit floats that accumulate in f32."""
     check_variant(host, matmul.CPU_VARIANTS[0], dtype, CASES[1])
+    check_variant(host, HOST_DEFAULTS[0], dtype, CASES[2])
     check_variant(host, matmul.Variant((8, 16)), dtype, CASES[0])  # unpacked: converted at use
     check_variant(host, matmul.GPU_VARIANTS[0], dtype, CASES[2])
+
+
+@pytest.mark.parametrize("dtype", [DType.F32, DType.F64], ids=str)
+@pytest.mark.parametrize("variant", HOST_DEFAULTS, ids=str)
+def test_the_hosts_fused_matmul_is_the_interpreters_bit_for_bit(
+    host: Device, variant: matmul.Variant, dtype: DType
+) -> None:
+    """Its Fmas round once in C as in the IR (the host fuses nothing else): the compiled
+    kernels' output is the interpreter's, bit for bit; one rounding is not two either."""
+    case = CASES[1]
+    a, b = operands(np.random.default_rng(3), dtype, case)
+    m = found(host, case, a, b)
+    want = interpreted(variant, m, held(a, case.a_transposed), held(b, case.b_transposed))
+    np.testing.assert_array_equal(run_variant(host, variant, m), want)
+    unfused = interpreted(replace(variant, fused=False), m, held(a, case.a_transposed),
+                          held(b, case.b_transposed))  # fmt: skip
+    assert np.any(unfused != want)
+
+
+def test_the_hosts_matmul_is_vectorized_as_wide_as_its_block(host: Device) -> None:
+    """The kernel of Fmas asks for 512-bit vectors (gcc's choice, 256, halves its speed);
+    the packing kernel keeps the compiler's choice."""
+    x = zyx.zeros((64, 64), device=host)
+    (m,) = matmuls(Graph([zyx.matmul(x, x).node]))
+    pack, tiles = (launch.kernel for launch in matmul.build(m, HOST_DEFAULTS[0]))
+    assert isinstance(pack, Kernel) and isinstance(tiles, Kernel)
+    wide = '__attribute__((target("prefer-vector-width=512")))'
+    dialect = HostDialect(wide_vectors=True)
+    assert wide in dialect.render(tiles).code and wide not in dialect.render(pack).code
+    assert wide not in HostDialect().render(tiles).code
 
 
 def test_the_default_fits_the_device_and_strides_are_baked_in(host: Device) -> None:
     rng = np.random.default_rng(1)
     case = CASES[1]
     m = found(host, case, *operands(rng, DType.F32, case))
-    assert matmul.default(m, host) == matmul.CPU_VARIANTS[0]
+    assert matmul.default(m, host) == matmul.variants(host)[0]
     assert m.a.strides[-2:] == (1, case.n)  # a transposed: read through its strides
     # The GPU default through local memory: 128 x 128 outputs per group of 256 items.
     v = matmul.GPU_VARIANTS[0]

@@ -40,11 +40,12 @@ def compile_kernel(kernel: Kernel, arch: tuple[int, int]) -> Image:
 
 
 def ops_of(dtype: DType) -> list[kernels.Elementwise]:
-    """Every elementwise part defined on ``dtype``: copy, unary, binary ops, ``where`` and
-    casts to every dtype."""
+    """Every elementwise part defined on ``dtype``: copy, unary, binary ops, ``where``, ``fma``
+    (f32 and f64) and casts to every dtype."""
     parts = [kernels.copy(dtype), kernels.where(dtype)]
     parts += [kernels.unary(op, dtype) for op in kernels.unary_ops(dtype)]
     parts += [kernels.binary(op, dtype) for op in kernels.binary_ops(dtype)]
+    parts += [kernels.fma(dtype)] if dtype in (DType.F32, DType.F64) else []
     parts += [kernels.cast(dtype, dst) for dst in DType if dst is not dtype]
     return parts
 

@@ -45,6 +45,7 @@ from zyx.ir.ops import (
     Define,
     EndIf,
     EndLoop,
+    Fma,
     If,
     Kernel,
     LdMatrix,
@@ -80,7 +81,7 @@ _C_KEYWORDS = frozenset(
 _BUILTINS = frozenset(
     "abs fabs exp exp2 log log2 sqrt sin cos floor trunc pow fmod fmax fmin max min "
     "tan tanh asin acos atan sinh cosh asinh acosh atanh expm1 log1p log10 ceil rint "
-    "atan2 hypot copysign nextafter barrier printf".split()
+    "atan2 hypot copysign nextafter fma barrier printf".split()
 )
 _RESERVED = _C_KEYWORDS | _BUILTINS
 
@@ -414,6 +415,10 @@ class CDialect:
             return f"({value} != 0)"  # computed in int, as C does; a bool is its nonzero-ness
         return value
 
+    def fma(self, a: str, b: str, c: str, dtype: DType) -> str:
+        """``a * b + c`` rounded once, of f32 or f64 (``zyx.ir.Fma``): C99's ``fma``."""
+        return f"{self.function('fma', dtype)}({a}, {b}, {c})"
+
     def nextafter16(self, a: str, b: str, dtype: DType) -> str:
         """``nextafter(a, b)`` of f16 or bf16 values held as floats: C's ``nextafterf`` would
         step by a float's ulp, so the step is one on the 16-bit pattern (``bits16``), whose
@@ -602,6 +607,9 @@ class CDialect:
             value = self.binary(op.op, e(op.a), e(op.b), operand, divisor)
             if operand in (DType.F16, DType.BF16) and not op.op.is_comparison:
                 value = self.round16(value, operand)
+            return self.declare(name, kernel.dtype_of(ref), value)
+        if isinstance(op, Fma):
+            value = self.fma(e(op.a), e(op.b), e(op.c), kernel.dtype_of(ref))
             return self.declare(name, kernel.dtype_of(ref), value)
         if isinstance(op, Where):
             choice = f"({e(op.cond)} ? {e(op.a)} : {e(op.b)})"

@@ -40,7 +40,7 @@ steps of k past the last full ``depth`` read global memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from math import prod
 from typing import TYPE_CHECKING, TypeVar
@@ -111,6 +111,12 @@ class Variant:
     keeps more registers live (sm_90: 252 for warps of 64 x 64 where 227 did, 148 for 64 x
     32 where 126 did: one group of 256 work-items on an SM, not two; 36 bytes of spills
     for 64 x 64 with 64 along k a step)."""
+    fused: bool = False
+    """Float accumulators by ``zyx.ir.Fma`` (one rounding, one instruction), not a multiply
+    and an add: the host's (``host_variants``), whose C compiler fuses nothing itself
+    (every op rounds as in the IR). Not PoCL's: its claim with ``fma`` lost the race to
+    the generic kernel (2 x 128 x 96 x 128 f32, this VM), which it won without; a GPU's
+    compiler contracts a multiply and an add by itself."""
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -134,6 +140,22 @@ packed operands. Measured on the 2-core AVX2 host, one thread: as fast as unpack
 1024^3 f32 (58 ms with packing, 57), and 32x faster at 256^3 (1.0 ms, 32: unpacked, 8 rows
 of a and b's rows 1 KiB apart thrash the L1 cache's sets), 6x with b transposed (its 16
 columns are 16 cache lines unpacked), 2-3x in f16 and bf16 (converted once)."""
+
+AVX512_VARIANTS = (Variant((8, 32), packed=True, fused=True),)
+"""For the host where its vectors are 64 bytes (AVX-512), first: 8 rows of 32 columns of
+b, two AVX-512 vectors of f32 each (the host renders kernels with ``Fma``s for them,
+``zyx.host.codegen``). 1024^3 f32, one thread, on this VM's 2-core Xeon (Sapphire Rapids,
+two 512-bit FMA units): 120 GFLOP/s, where 6 x 32 ran 117, 4 x 32 105, 8 x 16 94 (76
+vectorized for 256 bits), 12 x 32 and 14 x 32 about 110 (numpy's OpenBLAS 142-152 in the
+same runs)."""
+
+
+def host_variants(vector_bytes: int) -> tuple[Variant, ...]:
+    """The host's variants, default first, for its vectors of ``vector_bytes``: the CPU's,
+    accumulating by ``Fma`` (``Variant.fused``), after ``AVX512_VARIANTS`` where they fit."""
+    cpu = tuple(replace(v, fused=True) for v in CPU_VARIANTS)
+    return (AVX512_VARIANTS if vector_bytes >= 64 else ()) + cpu
+
 
 GPU_VARIANTS = (
     Variant((8, 8), (16, 16), 16),
@@ -202,7 +224,8 @@ def variants(device: Device) -> tuple[Variant, ...]:
     """The variants worth timing on ``device``, its default first."""
     info = device.info
     if info.warp_size <= 1:
-        return CPU_VARIANTS
+        host = device.backend == "host"
+        return host_variants(info.preferred_vector_size) if host else CPU_VARIANTS
     return MMA_VARIANTS + GPU_VARIANTS if _has_mma(info) else GPU_VARIANTS
 
 
@@ -758,13 +781,15 @@ class _Tiles:
         self, acc: Value, a_at: Callable[[int], Value], b_at: Callable[[int], Value]
     ) -> None:
         """``acc += a * b`` for one step of k: ``a_at(r)`` is the work-item's row ``r`` of
-        a, ``b_at(c)`` its column ``c`` of b."""
+        a, ``b_at(c)`` its column ``c`` of b; floats by ``Fma`` where ``Variant.fused``."""
         rows, cols = self.v.block
+        fused = self.v.fused and self.acc.is_float
         y = [b_at(c) for c in range(cols)]
         for r in range(rows):
             x = a_at(r)
             for c in range(cols):
-                acc[r * cols + c] = acc[r * cols + c] + x * y[c]
+                at = r * cols + c
+                acc[at] = self.kb.fma(x, y[c], acc[at]) if fused else acc[at] + x * y[c]
 
 
 class _Warp:

@@ -34,6 +34,7 @@ from zyx.ir.ops import (
     Define,
     EndIf,
     EndLoop,
+    Fma,
     If,
     Kernel,
     Load,
@@ -174,8 +175,15 @@ class HostDialect(CDialect):
 
     name = "host-c"
 
-    def __init__(self, *, native_f16: bool = True) -> None:
+    def __init__(self, *, native_f16: bool = True, wide_vectors: bool = False) -> None:
         self.native_f16 = native_f16
+        self.wide_vectors = wide_vectors
+        """Render kernels that compute by ``Fma`` (a matmul's blocks) for 512-bit vectors
+        where the CPU has them (AVX-512; gcc's ``prefer-vector-width``): gcc keeps code to
+        256 bits there, a choice for code at large, which the matmul's compute-bound
+        blocks lose by (1024^3 f32, one thread, this VM: 8 x 32, laid out for 512 bits
+        (``zyx.graph.matmul.AVX512_VARIANTS``), 120 GFLOP/s; 8 x 16 94 at 512 bits, 76 at
+        256). Other kernels keep the compiler's choice."""
         self._schedule = Schedule([], frozenset(), frozenset())
         self._local_axes: list[int] = []
 
@@ -252,7 +260,9 @@ class HostDialect(CDialect):
     # ---- the kernel's frame -------------------------------------------------------------
 
     def signature(self, kernel: Kernel, name: str, params: list[str]) -> str:
-        return f"void {name}(void* const* args, int32_t nthreads)"
+        wide = self.wide_vectors and any(isinstance(op, Fma) for op in kernel.ops)
+        attribute = '__attribute__((target("prefer-vector-width=512"))) ' if wide else ""
+        return f"{attribute}void {name}(void* const* args, int32_t nthreads)"
 
     def range_index(self, op: Range) -> str:
         return f"{'g' if op.scope is Scope.GROUP else 'l'}{op.axis}"

@@ -42,7 +42,8 @@ _BASE_FLAGS = (
 # -fwrapv: signed overflow wraps, as in the interpreter, instead of being UB the optimizer
 # may exploit. -fno-math-errno: lets sqrt and friends vectorize. -ffp-contract=off: no
 # fused multiply-adds, so each op rounds as in the IR and the host matches the interpreter
-# bit for bit on IEEE ops (memory-bound kernels lose nothing by it).
+# bit for bit on IEEE ops (memory-bound kernels lose nothing by it); the IR's own Fma is
+# C's fmaf / fma, one instruction under -march=native -fno-math-errno.
 
 _PROBES = {
     "-march=native": "int zyx_probe(int x) { return x + 1; }\n",
@@ -53,6 +54,12 @@ _PROBES = {
         "n += omp_get_num_threads(); return n; }\n"
     ),
     "_Float16": "_Float16 zyx_probe(_Float16 x) { return x * x; }\n",
+    # clang builds it, ignoring the attribute with a warning (its own is min_vector_width).
+    "prefer-vector-width": (
+        "#ifdef __clang__\n#error\n#endif\n"
+        '__attribute__((target("prefer-vector-width=512"))) int zyx_probe(int x) '
+        "{ return x + 1; }\n"
+    ),
 }
 
 
@@ -67,6 +74,8 @@ class Toolchain:
     flags: tuple[str, ...]
     openmp: bool
     native_f16: bool
+    wide_vectors: bool = False
+    """Whether a function may ask for 512-bit vectors (``HostDialect.wide_vectors``)."""
 
     def describe(self) -> str:
         features = ["OpenMP" if self.openmp else "no OpenMP"]
@@ -105,7 +114,10 @@ def toolchain() -> Toolchain | None:
         log.warning("host: %s cannot build a shared library; kernels run in the interpreter", path)
         return None
     flags = _BASE_FLAGS + tuple(f for f in ("-march=native", "-fopenmp") if f in supported)
-    found = Toolchain(path, version, flags, "-fopenmp" in supported, "_Float16" in supported)
+    found = Toolchain(
+        path, version, flags, "-fopenmp" in supported, "_Float16" in supported,
+        "prefer-vector-width" in supported,
+    )  # fmt: skip
     log.info("host: compiler %s", found.describe())
     return found
 

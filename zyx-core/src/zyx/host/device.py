@@ -118,7 +118,8 @@ class HostDevice(Device):
             return InterpretedProgram(self, kernel)
         assert self.toolchain is not None
         try:  # a barrier the host cannot split into phases
-            dialect = HostDialect(native_f16=self.toolchain.native_f16)
+            chain = self.toolchain
+            dialect = HostDialect(native_f16=chain.native_f16, wide_vectors=chain.wide_vectors)
             dialect.bounds_checked = self.bounds_checked
             source = dialect.render(kernel)
         except IRError as error:

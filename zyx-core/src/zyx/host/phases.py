@@ -34,6 +34,7 @@ from zyx.ir.ops import (
     Define,
     EndIf,
     EndLoop,
+    Fma,
     If,
     Kernel,
     Load,
@@ -91,7 +92,7 @@ class Hoisted:
 
 Step: TypeAlias = "Phase | GroupLoop | Hoisted"
 
-_PURE = (Cast, Unary, Binary, Where, Load)
+_PURE = (Cast, Unary, Binary, Fma, Where, Load)
 """Ops whose only effect is their value."""
 
 
@@ -196,7 +197,7 @@ class _Scheduler:
         op = self.ops[ref]
         if isinstance(op, Cast | Unary):
             return op.x in self.uniform
-        if isinstance(op, Binary | Where):
+        if isinstance(op, Binary | Fma | Where):
             return all(ref in self.uniform for ref in _operands(op))
         return False
 
@@ -271,6 +272,8 @@ def _operands(op: object) -> tuple[Ref, ...]:
         return (op.x,)
     if isinstance(op, Binary):
         return (op.a, op.b)
+    if isinstance(op, Fma):
+        return (op.a, op.b, op.c)
     if isinstance(op, Where):
         return (op.cond, op.a, op.b)
     if isinstance(op, Loop):

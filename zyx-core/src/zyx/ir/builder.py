@@ -38,6 +38,7 @@ from zyx.ir.ops import (
     Dim,
     EndIf,
     EndLoop,
+    Fma,
     If,
     Kernel,
     LdMatrix,
@@ -246,6 +247,12 @@ class KernelBuilder:
 
     def minimum(self, a: Value, b: Operand) -> Value:
         return self.binary(BOp.MIN, a, b)
+
+    def fma(self, a: Value, b: Operand, c: Operand) -> Value:
+        """``a * b + c`` rounded once (``zyx.ir.Fma``); a Python number takes ``a``'s dtype."""
+        av = self.value(a, a.dtype)
+        bv, cv = self.value(b, a.dtype), self.value(c, a.dtype)
+        return self._val(Fma(av.ref, bv.ref, cv.ref))
 
     def where(self, cond: Operand, a: Operand, b: Operand) -> Value:
         """``a`` where ``cond`` is true, else ``b`` (both computed: a select). A Python

@@ -48,6 +48,7 @@ from zyx.ir.ops import (
     Define,
     EndIf,
     EndLoop,
+    Fma,
     If,
     Kernel,
     Load,
@@ -836,7 +837,7 @@ class _Analysis:
 
 _OPERANDS: dict[type, tuple[str, ...]] = {
     Load: ("src", "index"), Cast: ("x",), Unary: ("x",), Binary: ("a", "b"),
-    Where: ("cond", "a", "b"), If: ("cond",), Shuffle: ("x",),
+    Fma: ("a", "b", "c"), Where: ("cond", "a", "b"), If: ("cond",), Shuffle: ("x",),
 }  # fmt: skip
 """Per op type, the operands through which its value (or an If's body) depends on data the
 kernel loaded."""

@@ -11,9 +11,9 @@ uniform trip count, ...) stay numpy scalars and broadcast, which keeps loops che
 Semantics are C's, as the rendered kernels have them: integer division truncates toward
 zero and ``%`` takes the dividend's sign (both give 0 for a zero divisor, where C would
 trap), integers wrap, float-to-int casts truncate, ``max`` and ``min`` of floats are
-``fmax`` and ``fmin``, ``nextafter`` steps in the operands' own dtype. f16 and bf16 values
-are computed in float32 and rounded to their type after every op, cast, constant and
-variable; memory holds them in their own type.
+``fmax`` and ``fmin``, ``nextafter`` steps in the operands' own dtype, ``Fma`` rounds once
+(``zyx.ir.fma``). f16 and bf16 values are computed in float32 and rounded to their type
+after every op, cast, constant and variable; memory holds them in their own type.
 
 A ``CopyAsync`` reads its source when it is issued and poisons its destination; a
 ``WaitCopies`` writes the groups it completes: a read of a copy's destination before its wait
@@ -40,6 +40,7 @@ import numpy.typing as npt
 from zyx.dtypes import DType
 from zyx.errors import IRError
 from zyx.ir.extent import out_of_bounds
+from zyx.ir.fma import fma
 from zyx.ir.ops import (
     MMA_FRAGMENT,
     Barrier,
@@ -52,6 +53,7 @@ from zyx.ir.ops import (
     Define,
     EndIf,
     EndLoop,
+    Fma,
     If,
     Kernel,
     LdMatrix,
@@ -317,6 +319,8 @@ class _Chunk:
             dtype = self.program.dtype(op.a)
             result = _binary(op.op, v[op.a], v[op.b], dtype)
             return result if op.op.is_comparison else self.types.round(result, dtype)
+        if isinstance(op, Fma):
+            return fma(v[op.a], v[op.b], v[op.c])  # f32 or f64: nothing to round after
         if isinstance(op, Where):
             chosen = np.where(v[op.cond], v[op.a], v[op.b])
             return chosen[()] if chosen.ndim == 0 else chosen  # uniform: a numpy scalar

@@ -241,6 +241,18 @@ class Binary:
 
 
 @dataclass(frozen=True, slots=True)
+class Fma:
+    """``a * b + c`` rounded once (C's ``fma``), all three of one dtype, f32 or f64: a
+    product's accumulation (``zyx.graph.matmul``) that compiles to one multiply-add
+    instruction, where a multiply and an add (each rounded, as the IR rounds every op)
+    would be two."""
+
+    a: Ref
+    b: Ref
+    c: Ref
+
+
+@dataclass(frozen=True, slots=True)
 class Where:
     """``a`` where the bool ``cond`` is true, else ``b``, both of one dtype: a select, not a
     branch (both operands are computed, by every work-item)."""
@@ -385,7 +397,7 @@ class WaitCopies:
 
 
 Op: TypeAlias = (
-    Param | Range | Const | Define | Load | Store | Cast | Unary | Binary | Where
+    Param | Range | Const | Define | Load | Store | Cast | Unary | Binary | Fma | Where
     | Loop | EndLoop | If | EndIf | Barrier | Mma | LdMatrix | CopyAsync | CommitCopies
     | WaitCopies | Shuffle
 )  # fmt: skip
@@ -532,7 +544,7 @@ def own_dtype(op: Op, before: Sequence[DType | None]) -> DType | None:
         source = op.src
     elif isinstance(op, (Unary, Shuffle)):
         source = op.x
-    elif isinstance(op, (Binary, Where)):
+    elif isinstance(op, (Binary, Fma, Where)):
         source = op.a
     else:
         return None

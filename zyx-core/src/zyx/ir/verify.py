@@ -18,6 +18,7 @@ from zyx.ir.ops import (
     Define,
     EndIf,
     EndLoop,
+    Fma,
     If,
     Kernel,
     LdMatrix,
@@ -221,6 +222,8 @@ class _Verifier:
             self.check_unary(op)
         elif isinstance(op, Binary):
             self.check_binary(op)
+        elif isinstance(op, Fma):
+            self.check_fma(op)
         elif isinstance(op, Where):
             self.check_where(op)
         elif isinstance(op, Loop):
@@ -374,6 +377,17 @@ class _Verifier:
                 f"{op.length}"
             )
         return dtype
+
+    def check_fma(self, op: Fma) -> None:
+        a = self.use(op.a, what="first factor")
+        b = self.use(op.b, what="second factor")
+        c = self.use(op.c, what="addend")
+        if a is not b or b is not c:
+            raise self.fail(f"Fma operand dtypes differ: {a}, {b}, {c}; insert a Cast")
+        if a not in (DType.F32, DType.F64):
+            # f16 and bf16 compute in float, where fmaf's result rounded again to 16 bits
+            # is not always the one-rounding result.
+            raise self.fail(f"Fma of {a}: f32 and f64 only; cast 16-bit floats to f32")
 
     def check_where(self, op: Where) -> None:
         self.use(op.cond, dtype=DType.BOOL, what="condition")

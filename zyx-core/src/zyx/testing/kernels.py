@@ -224,6 +224,30 @@ def where(dtype: DType) -> Elementwise:
     )
 
 
+def fma(dtype: DType) -> Elementwise:
+    """``out = a * b + c`` rounded once (``zyx.ir.Fma``), f32 or f64. Half the addends
+    nearly cancel the product (``-(a * b)`` rounded, and nudged): there a multiply and an
+    add, rounded each, are many ulps off the one-rounding result."""
+
+    def sample(rng: np.random.Generator, n: int) -> list[Array]:
+        a, b, c = (random(rng, dtype, n) for _ in range(3))
+        near = rng.random(n) < 0.5
+        m = int(near.sum())
+        nudge = 1 + rng.choice([-1.0, 1.0], m) * 2.0 ** -rng.integers(1, 40, m).astype(float)
+        c[near] = (-(a[near] * b[near]) * nudge).astype(dtype.numpy)
+        return [a, b, c]
+
+    return Elementwise(
+        name=f"fma_{dtype}",
+        inputs=(dtype, dtype, dtype),
+        output=dtype,
+        compute=lambda a, b, c: a.builder.fma(a, b, c),
+        sample=sample,
+        needs=((dtype, ARITHMETIC),),
+        ulps=ulp_budget(BOp.ADD, dtype),
+    )
+
+
 def nextafter_steps(dtype: DType, special: bool = False) -> Elementwise:
     """``nextafter(a, b)`` for every pair of float ``dtype``'s edges: the least subnormal,
     the largest subnormal and the least normal, 1 and its neighbours, the largest finite

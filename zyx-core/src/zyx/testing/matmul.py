@@ -121,12 +121,17 @@ def run_variant(device: Device, variant: matmul.Variant, m: Matmul) -> Array:
 def interpreted(variant: matmul.Variant, m: Matmul, a: Array, b: Array) -> Array:
     """``m`` computed by ``variant``'s kernels in the IR interpreter into a poisoned array,
     from ``a`` and ``b``, the buffers that hold the operands (``held``): where no device
-    runs them (tensor cores, or asynchronous copies as a GPU completes them)."""
+    runs them (tensor cores, or asynchronous copies as a GPU completes them), or as the
+    reference of a device's bit for bit; scratch buffers (packed operands) are its own."""
     out = poisoned(m.output.dtype, prod(m.batch) * m.n * m.m)
     named = {("src", 0): a, ("src", 1): b, ("out", 0): out}
+    sizes = matmul.scratch(m, variant)
     for launch in matmul.build(m, variant):
         assert isinstance(launch.kernel, Kernel)
         args = [arg for arg in launch.args if isinstance(arg, tuple)]  # build binds buffers
+        for arg, param in zip(args, launch.kernel.params):
+            if arg not in named:  # a scratch buffer, of the param's dtype (packed operands)
+                named[arg] = poisoned(param.dtype, sizes[arg[1]] // param.dtype.itemsize)
         interpret(launch.kernel, [named[arg] for arg in args])
     return out.reshape(*m.batch, m.n, m.m)
 

@@ -1,6 +1,6 @@
-"""Numbers: all 28 unary and 24 binary ops and ``where`` on every dtype they are defined
-for, the float ops and casts on NaN, infinities and signed zeros, ``nextafter`` at the
-edges of each float dtype, integer overflow (which wraps) and bounds checks at the ends of
+"""Numbers: all 28 unary and 24 binary ops, ``where`` and ``fma`` on every dtype they are
+defined for, the float ops and casts on NaN, infinities and signed zeros, ``nextafter`` at
+the edges of each float dtype, integer overflow (which wraps) and bounds checks at the ends of
 i64, and the sample kernels of :mod:`zyx.testing.examples`, against the interpreter in
 float64.
 
@@ -29,6 +29,7 @@ from zyx.testing.kernels import (
     cast,
     division_by_constants,
     division_edges,
+    fma,
     nextafter_steps,
     unary,
     unary_ops,
@@ -63,10 +64,18 @@ def test_where(batches: Batches, dtype: DType) -> None:
     batches.outcome(f"ops_{dtype}", ops(dtype), where(dtype)).check()
 
 
+@pytest.mark.parametrize("dtype", [DType.F32, DType.F64], ids=str)
+def test_fma(batches: Batches, dtype: DType) -> None:
+    """``a * b + c`` rounded once, also where ``c`` nearly cancels the product."""
+    batches.outcome(f"ops_{dtype}", ops(dtype), fma(dtype)).check()
+
+
 def ops(dtype: DType) -> list[Elementwise]:
-    """Every unary and binary op on ``dtype``, and ``where``: one batch, one kernel."""
+    """Every unary and binary op on ``dtype``, ``where``, and ``fma`` of f32 and f64: one
+    batch, one kernel."""
     unaries = [unary(op, dtype) for op in unary_ops(dtype)]
-    return [*unaries, *(binary(op, dtype) for op in binary_ops(dtype)), where(dtype)]
+    fused = [fma(dtype)] if dtype in (DType.F32, DType.F64) else []
+    return [*unaries, *(binary(op, dtype) for op in binary_ops(dtype)), where(dtype), *fused]
 
 
 FLOATS = [d for d in DType if d.is_float]
