@@ -141,20 +141,29 @@ packed operands. Measured on the 2-core AVX2 host, one thread: as fast as unpack
 of a and b's rows 1 KiB apart thrash the L1 cache's sets), 6x with b transposed (its 16
 columns are 16 cache lines unpacked), 2-3x in f16 and bf16 (converted once)."""
 
-AVX512_VARIANTS = (Variant((8, 32), packed=True, fused=True),)
+AVX512_VARIANTS = (
+    Variant((8, 32), packed=True, fused=True),
+    Variant((4, 32), packed=True, fused=True),
+)
 """For the host where its vectors are 64 bytes (AVX-512), first: 8 rows of 32 columns of
 b, two AVX-512 vectors of f32 each (the host renders kernels with ``Fma``s for them,
-``zyx.host.codegen``). 1024^3 f32, one thread, on this VM's 2-core Xeon (Sapphire Rapids,
-two 512-bit FMA units): 120 GFLOP/s, where 6 x 32 ran 117, 4 x 32 105, 8 x 16 94 (76
-vectorized for 256 bits), 12 x 32 and 14 x 32 about 110 (numpy's OpenBLAS 142-152 in the
-same runs)."""
+``zyx.host.codegen``); f64's block of 4 rows (``FUSED_BLOCK_BYTES``). One thread, on this
+VM's 2-core Xeon (Sapphire Rapids, two 512-bit FMA units), 1024^3 f32: 120 GFLOP/s,
+where 6 x 32 ran 117, 4 x 32 105, 8 x 16 94 (76 vectorized for 256 bits), 12 x 32 and
+14 x 32 about 110 (numpy's OpenBLAS 142-152 in the same runs); 512^3 f64: 4 x 32 62,
+8 x 32 45, 8 x 16 43 (numpy 69; 24 by mul+add)."""
+
+FUSED_BLOCK_BYTES = 16 * 64
+"""The most bytes of accumulators of a fused variant's block: 16 AVX-512 registers of its
+32 (the rest hold b's row and a's broadcasts)."""
 
 
 def host_variants(vector_bytes: int) -> tuple[Variant, ...]:
-    """The host's variants, default first, for its vectors of ``vector_bytes``: the CPU's,
-    accumulating by ``Fma`` (``Variant.fused``), after ``AVX512_VARIANTS`` where they fit."""
+    """The host's variants, default first, for its vectors of ``vector_bytes``: the CPU's
+    accumulating by ``Fma`` (``Variant.fused``), after ``AVX512_VARIANTS`` where they fit,
+    then the CPU's as they are (for 16-bit float outputs: ``fits``)."""
     cpu = tuple(replace(v, fused=True) for v in CPU_VARIANTS)
-    return (AVX512_VARIANTS if vector_bytes >= 64 else ()) + cpu
+    return (AVX512_VARIANTS if vector_bytes >= 64 else ()) + cpu + CPU_VARIANTS
 
 
 GPU_VARIANTS = (
@@ -249,6 +258,8 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
         return False
     if variant.packed and (variant.local_size > 1 or variant.depth):
         return False
+    if variant.fused and not _fits_fused(variant, m):
+        return False
     if variant.ldmatrix and not variant.mma:
         return False
     if variant.carry and not (variant.stages and variant.mma):
@@ -263,6 +274,16 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
         return same and _fits_stages(variant, m, info)
     padded = rows + cols + 2 * max(BANKS // max(variant.depth, 1), 1)
     return variant.depth * padded * _accumulator(m).itemsize <= info.local_mem_size
+
+
+def _fits_fused(variant: Variant, m: Matmul) -> bool:
+    """Whether fused ``variant`` suits ``m``: its block's accumulators in
+    ``FUSED_BLOCK_BYTES``, and an output of the accumulator's dtype. gcc 12 leaves the k
+    loop of an f16 or bf16 output's Fmas scalar (their conversions at the stores keep the
+    accumulators out of vectors): 10 GFLOP/s at 512^3 where the multiply and add of
+    ``CPU_VARIANTS[0]`` ran 51-57."""
+    acc = _accumulator(m)
+    return m.output.dtype is acc and prod(variant.block) * acc.itemsize <= FUSED_BLOCK_BYTES
 
 
 def _fits_mma(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
