@@ -132,7 +132,7 @@ BENCHES = [
     ["benchmarks/launch_overhead.py", "--backend", "host", "--launches", "5000"],
     ["benchmarks/launch_overhead.py", "--backend", "opencl", "--launches", "5000"],
     ["benchmarks/reduce_bench.py", "--device", "host", "--size-mib", "16"],
-    ["benchmarks/matmul_bench.py", "--device", "host", "--case", "f32:512"],
+    ["benchmarks/matmul_bench.py", "--device", "host", "--case", "f32:1024"],
 ]  # fmt: skip
 """What ``bench`` runs: the host's and PoCL's benchmarks at small sizes."""
 
