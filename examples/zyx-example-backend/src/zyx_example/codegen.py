@@ -49,6 +49,7 @@ from zyx.ir import (
     Define,
     EndIf,
     EndLoop,
+    Fma,
     If,
     Kernel,
     Load,
@@ -65,6 +66,7 @@ from zyx.ir import (
     UOp,
     Where,
 )
+from zyx.ir.fma import fma
 
 DIALECT = "numpy-python"
 
@@ -184,6 +186,8 @@ class _Renderer:
             dtype = self.kernel.dtype_of(op.a)
             value = self.binary(op.op, n(op.a), n(op.b), dtype)
             self.emit(f"{v} = {value if op.op.is_comparison else self.rounded(value, dtype)}")
+        elif isinstance(op, Fma):  # f32 or f64: nothing to round after
+            self.emit(f"{v} = fma({n(op.a)}, {n(op.b)}, {n(op.c)})")
         elif isinstance(op, Where):
             self.emit(f"{v} = np.where({n(op.cond)}, {n(op.a)}, {n(op.b)})")
         elif isinstance(op, Loop):
@@ -260,10 +264,12 @@ def _literal(op: Const) -> str:
 
 
 def prelude() -> dict[str, Any]:
-    """The names rendered kernels use besides their own: numpy and four helpers."""
+    """The names rendered kernels use besides their own: numpy, four helpers, and zyx's
+    fused multiply-add in numpy (numpy has none; ``a * b + c`` rounds twice)."""
     return {
         "np": np,
         "bfloat16": bfloat16,
+        "fma": fma,
         "load": load,
         "store": store,
         "trips": trips,
