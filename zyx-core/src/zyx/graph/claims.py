@@ -116,8 +116,7 @@ def _valid(claim: Any, graph: Graph, device: Device, plugin: str) -> Claim:
     ):
         raise ValueError(f"claim of {out!r}: its inputs are not a tuple of this graph's nodes")
     inputs = {id(i) for i in claim.inputs}
-    below = walk([out], stop=lambda n: id(n) in inputs or n.realized)
-    for node in below:  # the launches read nothing that is not an input
+    for node in _below(claim):  # the launches read nothing that is not an input
         if (node.realized or node.op is Op.SCALAR) and id(node) not in inputs:
             raise ValueError(f"claim of {out!r} reads {node!r}, which is not among its inputs")
     if id(out) in inputs:
@@ -129,12 +128,7 @@ def rewrite(targets: Sequence[Node], taken: Sequence[Claim]) -> list[Node]:
     """A copy of the graph under ``targets`` in which each claim's output is its custom
     op (leaves and realized nodes are shared, not copied: the plan binds them)."""
     claims = {id(c.output): c for c in taken}
-
-    def swap(node: Node, new: dict[int, Node]) -> Node | None:
-        claim = claims.get(id(node))
-        return None if claim is None else _custom(claim, [new[id(i)] for i in claim.inputs])
-
-    return _copy(targets, swap, stop=lambda n: n.realized)
+    return _copy(targets, lambda node, new: _claimed(claims, node, new), lambda n: n.realized)
 
 
 def subgraph(
@@ -148,12 +142,9 @@ def subgraph(
 
     def swap(node: Node, new: dict[int, Node]) -> Node | None:
         found = mapping.get(id(node))
-        if found is None and id(node) in taken:
-            found = _custom(taken[id(node)], [new[id(i)] for i in taken[id(node)].inputs])
-        return found
+        return found if found is not None else _claimed(taken, node, new)
 
-    stop = lambda n: id(n) in mapping or n.realized  # noqa: E731 - a predicate, named once
-    (generated,) = _copy([claim.output], swap, stop)
+    (generated,) = _copy([claim.output], swap, lambda n: id(n) in mapping or n.realized)
     return generated, _custom(claim, standins)
 
 
@@ -162,12 +153,25 @@ def within(claim: Claim, taken: Sequence[Claim]) -> list[Claim]:
     it replaces, their inputs among those or its inputs. (Where they nest, the outer one's
     custom op leaves the inner one's unused.)"""
     inputs = {id(i) for i in claim.inputs}
-    inside = {id(n) for n in walk([claim.output], lambda n: id(n) in inputs or n.realized)}
+    inside = {id(n) for n in _below(claim)}
     return [
         c for c in taken
         if id(c.output) in inside and id(c.output) not in inputs
         and all(id(i) in inside for i in c.inputs)
     ]  # fmt: skip
+
+
+def _below(claim: Claim) -> list[Node]:
+    """The nodes ``claim`` replaces, with its inputs and the realized nodes they read."""
+    inputs = {id(i) for i in claim.inputs}
+    return walk([claim.output], lambda n: id(n) in inputs or n.realized)
+
+
+def _claimed(claims: dict[int, Claim], node: Node, new: dict[int, Node]) -> Node | None:
+    """``node``'s claim's custom op over the copies of its inputs (``new``), where
+    ``claims`` holds one for it (by its id)."""
+    claim = claims.get(id(node))
+    return None if claim is None else _custom(claim, [new[id(i)] for i in claim.inputs])
 
 
 def _custom(claim: Claim, srcs: Sequence[Node]) -> Node:
