@@ -23,6 +23,9 @@ some of them skip is refused.
 
 Work-groups are independent, so they run in chunks of about ``_CHUNK_ITEMS`` work-items to
 bound memory on large launches.
+
+An ``Observer`` (``zyx.ir.access``'s memory-access analysis) is shown each ``Load``,
+``Store``, ``LdMatrix`` and ``CopyAsync`` before it runs; without one nothing is recorded.
 """
 
 from __future__ import annotations
@@ -80,11 +83,23 @@ Vec: TypeAlias = Any
 Mask: TypeAlias = "npt.NDArray[np.bool_] | None"
 """Which work-items are active; ``None`` means all."""
 
+Observer: TypeAlias = "Callable[[Ref, Sequence[Any], Mask, int], None]"
+"""Shown each memory op before it runs: its ref, the values so far (of every op of the
+kernel, by ref: its indices among them), which work-items run it and how many work-items
+the chunk has (whole work-groups, in order)."""
+
 _CHUNK_ITEMS = 1 << 20
 _HALF = (DType.F16, DType.BF16)
+_MEMORY = (Load, Store, LdMatrix, CopyAsync)
 
 
-def interpret(kernel: Kernel, args: Sequence[Any], *, compute: npt.DTypeLike | None = None) -> None:
+def interpret(
+    kernel: Kernel,
+    args: Sequence[Any],
+    *,
+    compute: npt.DTypeLike | None = None,
+    observe: Observer | None = None,
+) -> None:
     """Run ``kernel`` on numpy ``args`` given in param order.
 
     Buffer params are 1-D numpy arrays of the param's dtype; ``GlobalMut`` ones are
@@ -94,6 +109,8 @@ def interpret(kernel: Kernel, args: Sequence[Any], *, compute: npt.DTypeLike | N
     instead: then every float buffer must be an array of ``compute`` (the caller up-casts
     inputs), and f16/bf16 values are not rounded. That gives the high-precision reference
     a backend's output is compared against.
+
+    ``observe`` is shown each memory op before it runs (``Observer``).
     """
     types = _Types(np.dtype(compute) if compute is not None else None)
     bound = _bind_args(kernel, args, types)
@@ -104,6 +121,7 @@ def interpret(kernel: Kernel, args: Sequence[Any], *, compute: npt.DTypeLike | N
     with np.errstate(all="ignore"):
         for first in range(0, n_groups, per_chunk):
             chunk = _Chunk(program, bound, groups, first, min(n_groups, first + per_chunk))
+            chunk.observe = observe
             chunk.run(program.body, None)
 
 
@@ -230,6 +248,7 @@ class _Chunk:
         """The ``CopyAsync``s since the last ``CommitCopies``."""
         self.committed: deque[list[_Pending]] = deque()
         """The committed groups of copies not waited for, oldest first."""
+        self.observe: Observer | None = None
 
     @cached_property
     def item(self) -> npt.NDArray[np.int64]:
@@ -299,6 +318,8 @@ class _Chunk:
         """The value of ``ops[ref]`` (storage for a ``Define``; ``None`` for a ``Store``)."""
         op = self.program.ops[ref]
         v = self.values
+        if self.observe is not None and isinstance(op, _MEMORY):
+            self.observe(ref, v, mask, self.n)
         if isinstance(op, Range):
             return self.range_value(op)
         if isinstance(op, Const):
