@@ -165,6 +165,7 @@ def install() -> StandIns:
         "cuDeviceGetName": lambda size, device: (ok, b"Stubbed H200\0"),
         "cuDeviceTotalMem": lambda device: (ok, 141 << 30),
         "cuDeviceGetCount": lambda: (ok, 1),
+        "cuDriverGetVersion": lambda: (ok, 13000),  # the tuning cache's key reads it
         "cuMemGetInfo": lambda: (ok, 140 << 30, 141 << 30),
         "cuMemAlloc": lambda nbytes: in_context("cuMemAlloc", (ok, next(addresses))),
         "cuPointerGetAttribute": lambda attribute, pointer: (ok, 0),  # pageable host memory
@@ -177,6 +178,11 @@ def install() -> StandIns:
                  "cuModuleGetFunction"):  # fmt: skip
         stubs[name] = handle
     stubs["cuModuleLoadData"] = lambda image: in_context("cuModuleLoadData", handle())
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    stubs["cuMemHostAlloc"] = lambda nbytes, flags: (ok, libc.malloc(nbytes))  # staging's slots
+    stubs["cuMemFreeHost"] = lambda pointer: (libc.free(pointer), ok)[1:]
 
     def wait_event(stream: Any, event: Any, flags: int) -> tuple[Any]:
         native.waits.append(int(stream))

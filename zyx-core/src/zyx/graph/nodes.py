@@ -166,7 +166,9 @@ class Node:
         self.srcs = ()
 
     def __del__(self) -> None:
-        if self.buffer is not None:
+        # At interpreter exit this module's globals may be gone (None) before the last nodes
+        # die; their memory goes with the process.
+        if self.buffer is not None and allocator is not None:
             allocator.dead(self.buffer)
 
     def __repr__(self) -> str:
