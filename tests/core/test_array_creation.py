@@ -5,6 +5,7 @@ dims; errors at the call."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -210,6 +211,12 @@ def test_the_like_functions_take_shape_dtype_and_device_of_their_array(
         (lambda d: zyx.arange(0, 5, 0, device=d), ValueError, "step must not be zero"),
         (lambda d: zyx.ones(2, dtype=np.float32, device=d), TypeError, "must be a zyx dtype"),
         (lambda d: zyx.tril(zyx.ones(3, device=d)), ValueError, "tril needs at least 2 dims"),
+        (lambda d: zyx.arange(0, math.nan, device=d), ValueError, "arange: .* must be finite"),
+        (lambda d: zyx.arange(0, 1e20, device=d), ValueError, "more than an array can hold"),
+        (lambda d: zyx.ones((2**32, 2**32), device=d), ValueError, "more than an array can"),
+        (lambda d: zyx.linspace(0, 1, 2**64, device=d), ValueError, "more than an array can"),
+        (lambda d: zyx.from_dlpack(3), TypeError, "needs a DLPack producer"),
+        (lambda d: zyx.roll(zyx.ones(3, device=d), 1.5), TypeError, "'float' object cannot be"),
     ],
 )
 def test_bad_creation_arguments_are_errors_at_the_call(

@@ -80,6 +80,8 @@ def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> T
     and no copy is asked for, else a copy, made at once."""
     if isinstance(x, Tensor):
         return _from_zyx(x, device, copy)
+    if not hasattr(x, "__dlpack_device__"):
+        raise TypeError(f"from_dlpack needs a DLPack producer (__dlpack__), got {type(x).__name__}")
     where = _dl_device(x.__dlpack_device__())
     holder = _holder(where)
     target = resolve_device(device) if device is not None else holder

@@ -182,7 +182,7 @@ def moveaxis(
 
 
 def _tuple(axis: int | tuple[int, ...]) -> tuple[int, ...]:
-    return (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
 
 
 def padded(x: Node, axis: int, before: int, after: int) -> Node:
