@@ -12,17 +12,10 @@ Register ``Define``s of f16 and bf16 hold them as memory does (``register_type``
 elements a kernel only moves (``Kernel.copies``: a matmul's operands, from global memory
 through registers and shared memory into fragments) are moved as held, never converted.
 
-An ``Mma`` is inline PTX ``mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32``
-(sm_80 for bf16), its fragments' pairs of 16-bit elements packed into 32-bit registers
-(the lower half the element of lower index, as PTX has them). A fragment that only
-``LdMatrix`` writes and ``Mma`` reads, in pairs (``in_words``), is held as those 32-bit
-words themselves: unpacked into halves and packed again, each word cost two instructions
-per use (ptxas keeps them: a SHF and a PRMT), as many as the MMAs of a matmul's loop.
-
-A ``CopyAsync`` is PTX's ``cp.async`` (``.cg`` for 16 bytes, bypassing L1, else ``.ca``;
-the source size 0 where its condition is false, which fills zeros), ``CommitCopies`` and
-``WaitCopies`` its ``commit_group`` and ``wait_group``; below sm_80, and bounds-checked,
-copies at once (``zyx.codegen.c``).
+``Mma``, ``LdMatrix`` and the asynchronous copies are inline PTX, rendered by
+``zyx.codegen.ptx``; here a fragment's pair is a ``__half2`` or ``__nv_bfloat162``, and the
+copies call helpers that copy at once below sm_80 (NVRTC picks the architecture after
+rendering), where ``cp.async`` does not exist.
 
 Bounds-checked (``bounds_checked``), a kernel takes ``long long* zyx_err`` and a ``long long``
 element count per buffer param after its own params (``zyx.codegen.c``).
@@ -30,7 +23,14 @@ element count per buffer param after its own params (``zyx.codegen.c``).
 
 from __future__ import annotations
 
-from zyx.codegen.c import CDialect
+from zyx.codegen.ptx import (
+    COMMIT_GROUP,
+    CP_ASYNC,
+    CP_ASYNC_16,
+    WAIT_GROUP,
+    PtxDialect,
+)
+from zyx.codegen.ptx import in_words as in_words  # where tests/cuda asked for it first
 from zyx.dtypes import DType
 from zyx.ir.ops import (
     Cast,
@@ -46,7 +46,6 @@ from zyx.ir.ops import (
     Storage,
     Store,
     WaitCopies,
-    always,
 )
 
 _STORAGE = {
@@ -124,61 +123,35 @@ template <typename T> static __device__ __forceinline__ void zyx_unpair(unsigned
 """
 
 
-_COPY_HELPERS = """\
-template <int N> struct alignas(N) zyx_bytes { unsigned w[N / 4]; };
+_COPY_HELPERS = f"""\
+template <int N> struct alignas(N) zyx_bytes {{ unsigned w[N / 4]; }};
 template <int N> static __device__ __forceinline__ void zyx_copy_async(void* dst, const void* src,
-                                                                      bool valid) {
+                                                                      bool valid) {{
 #if __CUDA_ARCH__ >= 800
   unsigned at = (unsigned)__cvta_generic_to_shared(dst);
-  if constexpr (N == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+  if constexpr (N == 16) {{
+    asm volatile("{CP_ASYNC_16}"
                  :: "r"(at), "l"(src), "r"(valid ? 16 : 0) : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;"
+  }} else {{
+    asm volatile("{CP_ASYNC}"
                  :: "r"(at), "l"(src), "n"(N), "r"(valid ? N : 0) : "memory");
-  }
+  }}
 #else
-  *(zyx_bytes<N>*)dst = valid ? *(const zyx_bytes<N>*)src : zyx_bytes<N>{};
+  *(zyx_bytes<N>*)dst = valid ? *(const zyx_bytes<N>*)src : zyx_bytes<N>{{}};
 #endif
-}
-static __device__ __forceinline__ void zyx_commit_copies() {
+}}
+static __device__ __forceinline__ void zyx_commit_copies() {{
 #if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
+  asm volatile("{COMMIT_GROUP}" ::: "memory");
 #endif
-}
-template <int P> static __device__ __forceinline__ void zyx_wait_copies() {
+}}
+template <int P> static __device__ __forceinline__ void zyx_wait_copies() {{
 #if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;" :: "n"(P) : "memory");
+  asm volatile("{WAIT_GROUP}" :: "n"(P) : "memory");
 #endif
-}
+}}
 """
 """``cp.async`` and its groups, with their synchronous stand-ins below sm_80."""
-
-
-def in_words(kernel: Kernel, ref: Ref) -> bool:
-    """Whether ``ref`` is a register ``Define`` of f16 or bf16 that only ``LdMatrix``s write
-    and ``Mma``s read, each at an even offset: held as ``unsigned`` words of two elements."""
-    op = kernel.ops[ref]
-    if not (
-        isinstance(op, Define)
-        and op.storage is Storage.REGISTER
-        and op.dtype in _PAIR
-        and op.length % 2 == 0
-    ):
-        return False
-    for user in kernel.users.get(ref, ()):
-        use = kernel.ops[user]
-        if isinstance(use, LdMatrix):
-            paired = use.dst == ref and use.src != ref and use.dst_at % 2 == 0
-        elif isinstance(use, Mma):
-            paired = use.c != ref and all(
-                at % 2 == 0 for f, at in ((use.a, use.a_at), (use.b, use.b_at)) if f == ref
-            )
-        else:
-            paired = False
-        if not paired:
-            return False
-    return True
 
 
 def _copies(kernel: Kernel) -> bool:
@@ -191,7 +164,7 @@ def _warp_matrices(kernel: Kernel) -> bool:
     return any(isinstance(op, (Mma, LdMatrix)) for op in kernel.ops)
 
 
-class CudaDialect(CDialect):
+class CudaDialect(PtxDialect):
     """CUDA C++ as NVRTC compiles it."""
 
     name = "cuda"
@@ -240,57 +213,17 @@ class CudaDialect(CDialect):
     def bounds_helper(self) -> str:
         return _IN_BOUNDS
 
-    def mma(self, kernel: Kernel, op: Mma) -> str:
-        dtype = kernel.dtype_of(op.a)
-        pair, t = _PAIR[dtype], "bf16" if dtype is DType.BF16 else "f16"
-        c = [f"v{op.c}[{op.c_at + i}]" for i in range(4)]
-        pairs = [(op.a, op.a_at + 2 * i) for i in range(4)] + [
-            (op.b, op.b_at + 2 * i) for i in range(2)
-        ]
-        words = [
-            f"v{ref}[{at // 2}]"
-            if in_words(kernel, ref)
-            else f"zyx_pair_bits({pair}(v{ref}[{at}], v{ref}[{at + 1}]))"
-            for ref, at in pairs
-        ]
-        ptx = (
-            f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 "
-            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-        )
-        outputs = ", ".join(f'"+f"({x})' for x in c)
-        inputs = ", ".join(f'"r"({w})' for w in words)
-        return f'asm("{ptx}" : {outputs} : {inputs});'
+    def pair_word(self, fragment: str, at: int, dtype: DType) -> str:
+        return f"zyx_pair_bits({_PAIR[dtype]}({fragment}[{at}], {fragment}[{at + 1}]))"
 
-    def ldmatrix(self, kernel: Kernel, op: LdMatrix) -> str:
-        # volatile, and a memory clobber: it reads shared memory, which the group's stores
-        # between barriers change (a plain asm of the same address would be hoisted).
-        words = [f"zyx_w{i}" for i in range(op.count)]
-        registers = ", ".join(f"%{i}" for i in range(op.count))
-        ptx = (
-            f"ldmatrix.sync.aligned.m8n8.x{op.count}{'.trans' if op.trans else ''}.shared.b16 "
-            f"{{{registers}}}, [%{op.count}];"
-        )
-        address = f"(unsigned)__cvta_generic_to_shared(v{op.src} + {self.expr(kernel, op.index)})"
-        at = op.dst_at
-        if in_words(kernel, op.dst):
-            held = ", ".join(f'"=r"(v{op.dst}[{at // 2 + i}])' for i in range(op.count))
-            return f'asm volatile("{ptx}" : {held} : "r"({address}) : "memory");'
-        outputs = ", ".join(f'"=r"({w})' for w in words)
-        spread = " ".join(
-            f"zyx_unpair({w}, v{op.dst}[{at + 2 * i}], v{op.dst}[{at + 2 * i + 1}]);"
-            for i, w in enumerate(words)
-        )
-        asm = f'asm volatile("{ptx}" : {outputs} : "r"({address}) : "memory");'
-        return f"{{ unsigned {', '.join(words)}; {asm} {spread} }}"
+    def unpair(self, word: str, fragment: str, at: int, dtype: DType) -> str:
+        return f"zyx_unpair({word}, {fragment}[{at}], {fragment}[{at + 1}]);"
 
-    def copy_async(self, kernel: Kernel, ref: Ref, op: CopyAsync) -> str:
-        if self.bounds_checked:
-            return super().copy_async(kernel, ref, op)
-        bytes_ = op.count * kernel.dtype_of(op.dst).itemsize
-        valid = "true" if always(kernel.ops[op.cond]) else self.expr(kernel, op.cond)
-        dst = f"v{op.dst} + {self.expr(kernel, op.index)}"
-        src = f"{self.expr(kernel, op.src)} + {self.expr(kernel, op.src_index)}"
-        return f"zyx_copy_async<{bytes_}>({dst}, {src}, {valid});"
+    def shared_address(self, pointer: str) -> str:
+        return f"(unsigned)__cvta_generic_to_shared({pointer})"
+
+    def async_copy(self, size: int, dst: str, src: str, valid: str) -> str:
+        return f"zyx_copy_async<{size}>({dst}, {src}, {valid});"
 
     def commit_copies(self) -> str:
         return "" if self.bounds_checked else "zyx_commit_copies();"
@@ -311,8 +244,6 @@ class CudaDialect(CDialect):
             t = self.storage_type(op.dtype)
             offset = shared_layout(kernel)[ref]
             return f"{t}* const v{ref} = ({t}*)({_SHARED} + {offset});"
-        if isinstance(op, Define) and in_words(kernel, ref):
-            return f"unsigned v{ref}[{op.length // 2}];"
         if isinstance(op, Cast) and self.rounded_by_stores(kernel, ref):
             return ""  # each Store rounds its float once (below)
         if isinstance(op, Store) and self.rounded_by_stores(kernel, op.value):
