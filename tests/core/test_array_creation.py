@@ -216,6 +216,11 @@ def test_the_like_functions_take_shape_dtype_and_device_of_their_array(
         (lambda d: zyx.ones((2**32, 2**32), device=d), ValueError, "more than an array can"),
         (lambda d: zyx.linspace(0, 1, 2**64, device=d), ValueError, "more than an array can"),
         (lambda d: zyx.from_dlpack(3), TypeError, "needs a DLPack producer"),
+        (
+            lambda d: zyx.realize(zyx.ones(2, device=d), "a"),
+            TypeError,
+            "zyx arrays, got Tensor, str",
+        ),
         (lambda d: zyx.roll(zyx.ones(3, device=d), 1.5), TypeError, "'float' object cannot be"),
     ],
 )

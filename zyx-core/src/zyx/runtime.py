@@ -613,7 +613,12 @@ runtime = Runtime()
 
 def realize(*arrays: Any) -> None:
     """Compute every array of ``arrays`` now (in one plan: shared work runs once)."""
-    runtime.realize([a.node for a in arrays])
+    try:
+        nodes = [a.node for a in arrays]
+    except AttributeError:
+        kinds = ", ".join(type(a).__name__ for a in arrays)
+        raise TypeError(f"realize takes zyx arrays, got {kinds}") from None
+    runtime.realize(nodes)
 
 
 def stats() -> Stats:
