@@ -15,11 +15,21 @@ is set with OpenCL 1.2's 32-bit ``atomic_cmpxchg`` on its low word.
 The entry point is the kernel's name prefixed with ``k_``, clear of OpenCL's reserved names.
 It carries ``reqd_work_group_size``: zyx always launches it with that local size, and the
 compiler may use it to drop bounds on the work-group.
+
+``NvidiaOpenCLDialect`` is OpenCL C for NVIDIA's compiler on a device whose tensor cores a
+probe found working (``zyx_opencl.tensor_cores``): that compiler takes inline PTX, and
+``zyx.codegen.ptx`` renders ``Mma``, ``LdMatrix`` and ``cp.async`` in it. Fragments of f16
+and bf16 are held as floats, as every register of those types here; a fragment only
+``LdMatrix`` writes and ``Mma`` reads as the 32-bit words themselves (``in_words``). A
+``__local`` pointer converted to an integer is its address in the shared window, as PTX's
+``.shared`` instructions take it; local arrays are aligned to 16 bytes, the rows of an
+``ldmatrix`` and the destination of a 16-byte ``cp.async``.
 """
 
 from __future__ import annotations
 
 from zyx.codegen import CDialect
+from zyx.codegen.ptx import PtxDialect
 from zyx.dtypes import DType
 from zyx.ir.ops import Kernel, Range, Scope
 
@@ -126,14 +136,17 @@ class OpenCLDialect(CDialect):
 
     locals_at_top = True
 
+    local_attributes = ""
+    """What follows the declarator of each local array (an alignment)."""
+
     def local_decl(self, dtype: DType, name: str, length: int) -> str:
         if dtype is DType.F16:
             # No half arrays without cl_khr_fp16: ushort storage seen through a half pointer.
             return (
-                f"__local ushort {name}_bits[{length}]; "
+                f"__local ushort {name}_bits[{length}]{self.local_attributes}; "
                 f"__local half* const {name} = (__local half*){name}_bits"
             )
-        return f"__local {self.storage_type(dtype)} {name}[{length}]"
+        return f"__local {self.storage_type(dtype)} {name}[{length}]{self.local_attributes}"
 
     def barrier(self) -> str:
         return "barrier(CLK_LOCAL_MEM_FENCE)"
@@ -170,3 +183,25 @@ class OpenCLDialect(CDialect):
         if dst is DType.F16 and src is DType.F64:
             return f"zyx_round_f16_f64({x})"
         return super().cast(x, src, dst)
+
+
+class NvidiaOpenCLDialect(PtxDialect, OpenCLDialect):
+    """OpenCL C with inline PTX for NVIDIA's OpenCL on sm_80 and later (module docstring)."""
+
+    local_attributes = " __attribute__((aligned(16)))"
+    asm, volatile = "__asm__", "__volatile__"
+
+    def pair_word(self, fragment: str, at: int, dtype: DType) -> str:
+        lo, hi = (self.bits16(f"{fragment}[{at + i}]", dtype) for i in range(2))
+        return f"((uint){lo} | ((uint){hi} << 16))"
+
+    def unpair(self, word: str, fragment: str, at: int, dtype: DType) -> str:
+        lo = self.from_bits16(f"(ushort)({word} & 0xffffu)", dtype)
+        hi = self.from_bits16(f"(ushort)({word} >> 16)", dtype)
+        return f"{fragment}[{at}] = {lo}; {fragment}[{at + 1}] = {hi};"
+
+    def shared_address(self, pointer: str) -> str:
+        return f"(uint)(ulong)({pointer})"
+
+    def global_address(self, pointer: str) -> str:
+        return f"(ulong)({pointer})"

@@ -7,7 +7,8 @@ the device shares with its pool (in C, where it is the native Enqueuer's).
 
 Each device gets its own context, its ``queues`` in-order queues and a scheduler over
 them (``zyx_opencl.scheduler``), a pool (``zyx_opencl.pool``) and a compiler with a disk
-cache (``zyx_opencl.compiler``).
+cache (``zyx_opencl.compiler``). A device of NVIDIA's platform from sm_80 is probed for
+tensor cores when it opens (``zyx_opencl.tensor_cores``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.host.limits import private_budget
 from zyx.ir import Kernel
-from zyx_opencl.codegen import OpenCLDialect
+from zyx_opencl import tensor_cores
+from zyx_opencl.codegen import NvidiaOpenCLDialect, OpenCLDialect
 from zyx_opencl.compiler import BUILD_OPTIONS, Compiler
 from zyx_opencl.config import OpenCLSection
 from zyx_opencl.pool import OpenCLPool, memory_capacity
@@ -140,15 +142,35 @@ class OpenCLDevice(Device):
         self.compiler = Compiler(context, device)
         self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
         self.dialect.bounds_checked = self.bounds_checked
+        self.mma_probe = self._probe_tensor_cores()
+        """Whether ``Mma`` and its kin run here, or why not (``zyx_opencl.tensor_cores``)."""
+
+    def _probe_tensor_cores(self) -> str:
+        """Take on tensor cores where the probe finds them working: the dialect of inline PTX
+        and ``info`` that advertises them. Says what it found, as ``mma_probe`` does."""
+        reason = tensor_cores.unavailable(self.info, self.cl_device.platform.name)
+        if reason is None:
+            plain = self.info, self.dialect
+            self.info = tensor_cores.with_tensor_cores(self.info)
+            self.dialect = NvidiaOpenCLDialect(fp16=plain[1].fp16)
+            self.dialect.bounds_checked = self.bounds_checked
+            reason = tensor_cores.probe(tensor_cores.on_device(self))
+            if reason is not None:
+                self.info, self.dialect = plain
+        found = "mma.sync, ldmatrix and cp.async (probed)" if reason is None else f"none: {reason}"
+        _log.debug("%s: tensor cores: %s", self.name, found)
+        return found
 
     @property
     def versions(self) -> tuple[str, ...]:
-        """The platform and driver with their versions, the build options."""
+        """The platform and driver with their versions, the build options, and whether the
+        tensor-core probe passed (it changes the kernels a search tries)."""
         device = self.cl_device
         platform = device.platform
         return (
             platform.name, platform.version, device.version, device.driver_version,
             *BUILD_OPTIONS, f"bounds_checked={self.bounds_checked}",
+            f"tensor_cores={self.info.tensor_cores}",
         )  # fmt: skip
 
     def compile(self, kernel: Kernel) -> OpenCLProgram:

@@ -300,7 +300,8 @@ class CDialect:
         return BackendError(
             ErrorStatus.KERNEL_COMPILATION,
             f"kernel {kernel.name!r}: the {self.name} dialect renders no {type(op).__name__} "
-            "(a warp's tensor-core matrix op); it compiles for CUDA only",
+            "(a warp's tensor-core matrix op): inline PTX does, for CUDA and NVIDIA's OpenCL "
+            "(zyx.codegen.ptx)",
         )
 
     def checked_params(self, kernel: Kernel) -> list[str]:

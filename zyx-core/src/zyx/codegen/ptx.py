@@ -63,24 +63,6 @@ def ldmatrix_instruction(count: int, trans: bool) -> str:
     )
 
 
-def copy_asm(size: int, dst: str, src: str, valid: str) -> str:
-    """The statement of a ``cp.async`` of ``size`` bytes to the shared address ``dst`` from
-    the global address ``src`` (a 64-bit integer), zeros where ``valid`` is false."""
-    if size == 16:
-        operands = f'"r"({dst}), "l"({src}), "r"({valid} ? 16 : 0)'
-        return f'asm volatile("{CP_ASYNC_16}" :: {operands} : "memory");'
-    operands = f'"r"({dst}), "l"({src}), "n"({size}), "r"({valid} ? {size} : 0)'
-    return f'asm volatile("{CP_ASYNC}" :: {operands} : "memory");'
-
-
-def commit_asm() -> str:
-    return f'asm volatile("{COMMIT_GROUP}" ::: "memory");'
-
-
-def wait_asm(pending: str) -> str:
-    return f'asm volatile("{WAIT_GROUP}" :: "n"({pending}) : "memory");'
-
-
 def in_words(kernel: Kernel, ref: Ref) -> bool:
     """Whether ``ref`` is a register ``Define`` of f16 or bf16 that only ``LdMatrix``s write
     and ``Mma``s read, each at an even offset: held as ``unsigned`` words of two elements."""
@@ -110,6 +92,12 @@ def in_words(kernel: Kernel, ref: Ref) -> bool:
 class PtxDialect(CDialect):
     """A C dialect that renders the warp's matrix ops and asynchronous copies as inline PTX
     (a mixin: its language's dialect comes after it among the bases, or it is the base)."""
+
+    asm = "asm"
+    """The keyword of an inline assembly statement (and ``asm volatile``'s, ``asm`` and
+    ``volatile`` in turn): ``asm`` is GNU C's and C++'s, ``__asm__`` and ``__volatile__``
+    are also clang's OpenCL C's, which has no ``asm``."""
+    volatile = "volatile"
 
     def pair_word(self, fragment: str, at: int, dtype: DType) -> str:
         """The 32-bit word of elements ``at`` and ``at + 1`` of the register fragment
@@ -141,7 +129,7 @@ class PtxDialect(CDialect):
         ]
         outputs = ", ".join(f'"+f"({x})' for x in c)
         inputs = ", ".join(f'"r"({w})' for w in words)
-        return f'asm("{mma_instruction(dtype)}" : {outputs} : {inputs});'
+        return f'{self.asm}("{mma_instruction(dtype)}" : {outputs} : {inputs});'
 
     def ldmatrix(self, kernel: Kernel, op: LdMatrix) -> str:
         # volatile, and a memory clobber: it reads shared memory, which the group's stores
@@ -151,14 +139,14 @@ class PtxDialect(CDialect):
         at = op.dst_at
         if in_words(kernel, op.dst):
             held = ", ".join(f'"=r"(v{op.dst}[{at // 2 + i}])' for i in range(op.count))
-            return f'asm volatile("{ptx}" : {held} : "r"({address}) : "memory");'
+            return f'{self.asm} {self.volatile}("{ptx}" : {held} : "r"({address}) : "memory");'
         words = [f"zyx_w{i}" for i in range(op.count)]
         outputs = ", ".join(f'"=r"({w})' for w in words)
         dtype = kernel.dtype_of(op.dst)
         spread = " ".join(
             self.unpair(w, f"v{op.dst}", at + 2 * i, dtype) for i, w in enumerate(words)
         )
-        asm = f'asm volatile("{ptx}" : {outputs} : "r"({address}) : "memory");'
+        asm = f'{self.asm} {self.volatile}("{ptx}" : {outputs} : "r"({address}) : "memory");'
         return f"{{ unsigned {', '.join(words)}; {asm} {spread} }}"
 
     def copy_async(self, kernel: Kernel, ref: Ref, op: CopyAsync) -> str:
@@ -173,13 +161,23 @@ class PtxDialect(CDialect):
     def async_copy(self, size: int, dst: str, src: str, valid: str) -> str:
         """The statement that copies ``size`` bytes from ``src`` (a pointer into global
         memory) to ``dst`` (into local memory), or zeros where ``valid`` is false."""
-        return copy_asm(size, self.shared_address(dst), self.global_address(src), valid)
+        at, src = self.shared_address(dst), self.global_address(src)
+        if size == 16:
+            return self.volatile_asm(CP_ASYNC_16, f'"r"({at}), "l"({src}), "r"({valid} ? 16 : 0)')
+        size_ = f'"n"({size}), "r"({valid} ? {size} : 0)'
+        return self.volatile_asm(CP_ASYNC, f'"r"({at}), "l"({src}), {size_}')
 
     def commit_copies(self) -> str:
-        return "" if self.bounds_checked else commit_asm()
+        return "" if self.bounds_checked else self.volatile_asm(COMMIT_GROUP, "")
 
     def wait_copies(self, op: WaitCopies) -> str:
-        return "" if self.bounds_checked else wait_asm(str(op.pending))
+        return "" if self.bounds_checked else self.volatile_asm(WAIT_GROUP, f'"n"({op.pending})')
+
+    def volatile_asm(self, ptx: str, inputs: str) -> str:
+        """The statement of ``ptx`` that writes no register, reads ``inputs`` and clobbers
+        memory (kept where it is: the compiler sees none of its effects)."""
+        separator = f" :: {inputs} : " if inputs else " ::: "
+        return f'{self.asm} {self.volatile}("{ptx}"{separator}"memory");'
 
     def render_op(self, kernel: Kernel, ref: Ref) -> str:
         op = kernel.ops[ref]
