@@ -99,6 +99,24 @@ def test_the_ptx_kernels_are_opencl_c(kernel: Kernel) -> None:
     cl.Program(context, NvidiaOpenCLDialect().render(kernel).code).build(list(BUILD_OPTIONS))
 
 
+@pytest.mark.parametrize("index", [0, 1, 8], ids=["default", "pipelined", "ldmatrix"])
+def test_the_mma_matmuls_are_opencl_c(index: int) -> None:
+    """The default tensor-core variant's kernels (fragments element by element), a
+    pipelined one's (cp.async, ldmatrix words, the next step's fragments carried) and an
+    ldmatrix one's, in bf16: PoCL's clang parses them."""
+    variant = matmul.MMA_VARIANTS[index]
+    case = ALIGNED_CASES[0] if variant.stages else CASES[1]
+    m = found(zyx.device("host"), case, *operands(np.random.default_rng(0), DType.BF16, case))
+    context = cl.create_some_context(interactive=False)
+    for launch in matmul.build(m, variant):
+        assert isinstance(launch.kernel, Kernel)
+        code = NvidiaOpenCLDialect().render(launch.kernel).code
+        assert ("ldmatrix" in code) == variant.ldmatrix and ("cp.async" in code) == bool(
+            variant.stages
+        )
+        cl.Program(context, code).build(list(BUILD_OPTIONS))
+
+
 def test_opencl_c_without_ptx_refuses_mma() -> None:
     with pytest.raises(BackendError, match="renders no Mma"):
         OpenCLDialect().render(warp_mma(DType.F16))
@@ -202,9 +220,10 @@ def test_the_probe_finds_tensor_cores_on_nvidia_from_sm_80(nvidia: OpenCLDevice)
     assert isinstance(nvidia.dialect, NvidiaOpenCLDialect)
 
 
-MMA_CASES = (*CASES, Case((3,), (3,), 300, 260, 100, a_transposed=True, b_transposed=True))
-"""As tests/cuda/test_cuda_matmul.py's: past a 128 x 128 tile, k past steps of 32, both
-operands transposed."""
+MMA_CASES = (CASES[1], Case((3,), (3,), 300, 260, 100, a_transposed=True, b_transposed=True))
+"""Of tests/cuda/test_cuda_matmul.py's, two (each a build per variant, in the 150 s that
+scripts/gpu-check.sh gives tests/opencl): past a tile with a k no step divides, a
+transposed and batched; past a 128 x 128 tile, k past steps of 32, both transposed."""
 
 
 @pytest.mark.parametrize("dtype", HALVES, ids=str)
@@ -216,7 +235,7 @@ def test_every_mma_variant_matches_numpy(
     of 64 KiB and more do not), on rows of 16 bytes for the pipelined ones."""
     if not nvidia.info.tensor_cores:
         pytest.skip(f"{nvidia.info.name}: no tensor cores ({nvidia.mma_probe})")
-    cases = ALIGNED_CASES if variant.stages else MMA_CASES
+    cases = ALIGNED_CASES[:2] if variant.stages else MMA_CASES
     m = found(zyx.device("host"), cases[0], *operands(np.random.default_rng(0), dtype, cases[0]))
     if not matmul.fits(variant, m, nvidia):
         pytest.skip(f"{variant} does not fit {nvidia.info.name}'s {nvidia.info.local_mem_size} B")
