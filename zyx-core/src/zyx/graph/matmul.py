@@ -326,8 +326,13 @@ def _fits_stages(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
         chunks, copies = width // n, count * variant.depth // n
         if width % n or chunks & (chunks - 1) or copies % variant.local_size:
             return False
-    stage = (rows + cols) * variant.depth * m.a.node.dtype.itemsize
-    return variant.stages * stage <= info.local_mem_size
+    dtype = m.a.node.dtype
+    along = (m.a.strides[-1] == 1, m.b.strides[-1] != 1)
+    stage = sum(
+        (count if k else variant.depth) * stage_stride(variant, dtype, k, count, spread)
+        for count, k, spread in zip((rows, cols), along, (False, True), strict=True)
+    )
+    return variant.stages * stage * dtype.itemsize <= info.local_mem_size
 
 
 def _misaligned(x: Operand) -> bool:
@@ -737,7 +742,7 @@ class _Tiles:
         kb, m, v = self.kb, self.m, self.v
         rows, cols = v.tile
         a = _Stages(kb, m.a.node.dtype, lid, v, rows, along_k=m.a.strides[-1] == 1)
-        b = _Stages(kb, m.b.node.dtype, lid, v, cols, along_k=m.b.strides[-1] != 1)
+        b = _Stages(kb, m.b.node.dtype, lid, v, cols, along_k=m.b.strides[-1] != 1, spread=True)
         self.tiles = (a, b)
         steps = -(-m.k // v.depth)
         sa, sb = m.a.strides, m.b.strides
@@ -975,17 +980,20 @@ class _Stages:
     """
 
     def __init__(
-        self, kb: KernelBuilder, dtype: DType, lid: Value, v: Variant, count: int, along_k: bool
-    ) -> None:
+        self, kb: KernelBuilder, dtype: DType, lid: Value, v: Variant, count: int, along_k: bool,
+        spread: bool = False,
+    ) -> None:  # fmt: skip
         self.kb = kb
         self.k_inner = along_k
         self.swizzle = v.mma
         """Only for tensor cores: ``LdMatrix``'s rows of a chunk each meet in one bank
-        unswizzled, where the other kernels read rows of consecutive elements, or one
-        element of a row for the whole warp; their addresses stay constant offsets."""
+        unswizzled. The others pad instead (``stage_stride``), which keeps their addresses
+        constant offsets."""
         self.vector = vector(dtype)
         self.width = v.depth if along_k else count
-        self.length = count * v.depth
+        self.stride = stage_stride(v, dtype, along_k, count, spread)
+        """Elements from a row of a stage to the next: ``width``, or with a pad."""
+        self.length = (count if along_k else v.depth) * self.stride
         """Elements of one stage."""
         self.tile = kb.define(dtype, v.stages * self.length, Storage.LOCAL)
         self.base: Value | int = 0
@@ -993,7 +1001,7 @@ class _Stages:
         chunks = self.width // self.vector
         step = v.local_size // chunks if v.local_size % chunks == 0 else 0
         self.places: list[tuple[Value, Value]] = []
-        for q in range(self.length // self.vector // v.local_size):
+        for q in range(count * v.depth // self.vector // v.local_size):
             if step:  # a work-item's chunk is the same in each row it copies: one register
                 row, chunk = lid / chunks + q * step, lid % chunks
             else:
@@ -1006,7 +1014,7 @@ class _Stages:
     def chunk_at(self, row: Value, chunk: Value) -> Value:
         """Where ``chunk`` of ``row`` starts in a stage."""
         if not self.swizzle:
-            return row * self.width + chunk * self.vector
+            return row * self.stride + chunk * self.vector
         return swizzled(row, chunk, self.width, self.vector)
 
     def issue(
@@ -1028,7 +1036,7 @@ class _Stages:
         kb, shift = self.kb, self.vector.bit_length() - 1
         row, line = (e, d) if self.k_inner else (d, e)
         if not self.swizzle:
-            return kb.value(row, INDEX) * self.width + line + self.base
+            return kb.value(row, INDEX) * self.stride + line + self.base
         row, line = kb.value(row, INDEX), kb.value(line, INDEX)
         start = self.chunk_at(row, line >> shift)
         return start + (line & (self.vector - 1)) + self.base
@@ -1036,6 +1044,23 @@ class _Stages:
     def at(self, d: Value | int, e: Value) -> Value:
         """Element ``e`` of the tile's rows or columns at ``d`` along k, in the stage read."""
         return self.tile[self.offset(d, e)]
+
+
+def stage_stride(v: Variant, dtype: DType, along_k: bool, count: int, spread: bool) -> int:
+    """Elements from a row of a ``_Stages`` stage to the next: its ``width``; without tensor
+    cores, where k is contiguous and a warp's work-items read the tile's rows or columns
+    spread over their lanes (``spread``: b's columns ``tx + c * threads[1]``), one copy (16
+    bytes) more. A warp's loads of one element along k of 16 columns of b, ``depth``
+    elements apart, met unpadded in 2 banks (f32: 8-way conflicts at 16 along k a step,
+    16-way at 32, ``zyx.ir.access``); padded 2-way, and none where ptxas merges each
+    column's 4 along k into one 16-byte load, as it does (sm_90: 67 LDS a step of 16 for
+    ``GPU_VARIANTS[1]`` of a transposed b, where 163 unpadded). a's rows need no pad: the
+    warp reads 2 of them, in 16-byte loads (each quarter-warp one address). The pad keeps
+    each row's 16-byte chunks aligned for the copies and the addresses constant offsets
+    (an XOR swizzle of the chunks did not: sm_90 ptxas 254 registers where the pad has
+    154)."""
+    width = v.depth if along_k else count
+    return width + (vector(dtype) if along_k and spread and not v.mma else 0)
 
 
 Index = TypeVar("Index", int, Value)
