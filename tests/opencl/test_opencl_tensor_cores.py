@@ -99,12 +99,18 @@ def test_the_ptx_kernels_are_opencl_c(kernel: Kernel) -> None:
     cl.Program(context, NvidiaOpenCLDialect().render(kernel).code).build(list(BUILD_OPTIONS))
 
 
-@pytest.mark.parametrize("index", [0, 1, 8], ids=["default", "pipelined", "ldmatrix"])
-def test_the_mma_matmuls_are_opencl_c(index: int) -> None:
-    """The default tensor-core variant's kernels (fragments element by element), a
-    pipelined one's (cp.async, ldmatrix words, the next step's fragments carried) and an
-    ldmatrix one's, in bf16: PoCL's clang parses them."""
-    variant = matmul.MMA_VARIANTS[index]
+KINDS = {
+    "pipelined": matmul.MMA_VARIANTS[0],  # the default: cp.async, ldmatrix, fragments carried
+    "ldmatrix": next(v for v in matmul.MMA_VARIANTS if v.ldmatrix and not v.stages),
+    "elementwise": next(v for v in matmul.MMA_VARIANTS if not v.ldmatrix),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_mma_matmuls_are_opencl_c(kind: str) -> None:
+    """The default tensor-core variant's kernels (pipelined), an unpipelined ldmatrix one's
+    and one's of fragments element by element, in bf16: PoCL's clang parses them."""
+    variant = KINDS[kind]
     case = ALIGNED_CASES[0] if variant.stages else CASES[1]
     m = found(zyx.device("host"), case, *operands(np.random.default_rng(0), DType.BF16, case))
     context = cl.create_some_context(interactive=False)
