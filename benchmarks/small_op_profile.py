@@ -19,6 +19,7 @@ import pstats
 import statistics
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,8 @@ def main() -> None:
         ran = launcher.__self__.launched - native  # type: ignore[union-attr]
         print(f"  launches in C: {ran} of {zyx.stats().launches - before}")
     if device.backend == "cuda":
-        for name, fn in raw_reads(done, host.nbytes).items():
+        out = np.empty_like(host)  # alive until main returns, as the reads need
+        for name, fn in raw_reads(done, out).items():
             print(f"  {name:28s} {median_us(fn):8.2f}")
     profile = cProfile.Profile()
     profile.enable()
@@ -86,10 +88,11 @@ def main() -> None:
     pstats.Stats(profile).sort_stats("tottime").print_stats(25)
 
 
-def raw_reads(done: zyx.Tensor, nbytes: int) -> dict[str, Callable[[], object]]:
-    """Raw cuda-python reads of ``done``'s buffer into a numpy array, on a stream of the
-    device's current context: by the route zyx takes (into the pageable array), and into
-    page-locked memory then copied over."""
+def raw_reads(done: zyx.Tensor, out: np.ndarray[Any, Any]) -> dict[str, Callable[[], object]]:
+    """Raw cuda-python reads of ``done``'s buffer into ``out`` (the caller keeps it alive:
+    the reads hold its address only), on a stream of the device's current context: by the
+    route zyx takes (into the pageable array), and into page-locked memory then copied
+    over."""
     import ctypes
 
     from cuda.bindings import driver
@@ -102,8 +105,8 @@ def raw_reads(done: zyx.Tensor, nbytes: int) -> dict[str, Callable[[], object]]:
     zyx.realize(done)
     src = done.node.buffer.handle  # type: ignore[union-attr]  # a realized node's buffer
     stream = ok(driver.cuStreamCreate(1))
-    pinned = ok(driver.cuMemHostAlloc(nbytes, 0))
-    out = np.empty(nbytes, np.uint8)
+    nbytes = out.nbytes
+    pinned: Any = ok(driver.cuMemHostAlloc(nbytes, 0))
     base = out.ctypes.data
 
     def pageable() -> None:
