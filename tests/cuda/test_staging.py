@@ -115,6 +115,8 @@ class FakeDriver:
         return (0,)
 
     def cuMemcpyDtoHAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[int]:
+        if not self._spend("cuMemcpyDtoHAsync"):
+            return (1,)  # CUDA_ERROR_INVALID_VALUE
         self._logged("dtoh", dst)
         self._copied(src, size)
         ctypes.memmove(dst, src, size)
@@ -156,6 +158,7 @@ class NativeLanes:
             _DTOH(lambda *args: self.driver.cuMemcpyDtoHAsync(*args)[0]),
             _RECORD(lambda *args: self.driver.cuEventRecord(*args)[0]),
             _SYNC(lambda event: self.driver.cuEventSynchronize(event)[0]),
+            _SYNC(lambda stream: self.driver.cuStreamSynchronize(stream)[0]),
         )
         self._calls = calls  # the pointers live as long as these objects
         self.module.bind_copies(*(ctypes.cast(call, ctypes.c_void_p).value for call in calls))
@@ -339,3 +342,46 @@ def test_page_locked_memory_is_copied_in_place(fake: FakeDriver) -> None:
     fake.locked[:] = [data[: nbytes // 2]]  # locked at the start only: staged
     lanes.upload(device.ctypes.data, byte_view(data), stream=0)
     assert len(fake.pinned) == 4
+
+
+@pytest.mark.parametrize("nbytes", [100, staging.BOUNCE_BYTES, staging.BOUNCE_BYTES + 1])
+def test_small_reads_are_one_dma_and_a_wait(
+    lanes_of: Callable[[int], staging.Staging], request: pytest.FixtureRequest, nbytes: int
+) -> None:
+    """Up to ``DIRECT_BYTES``, a read is one DMA and the stream's wait, no staging lanes.
+    Natively, up to ``BOUNCE_BYTES`` the DMA lands in one page-locked buffer (allocated on
+    the first read, reused by the next) and is copied out; above, it goes into the
+    destination itself."""
+    lanes = lanes_of(2)
+    fake: FakeDriver = lanes.driver  # type: ignore[attr-defined]
+    native = request.node.callspec.params["lanes_of"] == "native"
+    device = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    backs = [np.zeros(nbytes, np.uint8) for _ in range(2)]
+    for round, back in enumerate(backs, 1):
+        lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=0)
+        np.testing.assert_array_equal(back, device)
+        assert fake.synchronized == round
+    into = [handle for call, handle in fake.log if call == "dtoh"]
+    if native and nbytes <= staging.BOUNCE_BYTES:
+        (bounce,) = fake.pinned
+        assert bounce.nbytes == staging.BOUNCE_BYTES and into == [bounce.ctypes.data] * 2
+    else:
+        assert fake.pinned == [] and into == [back.ctypes.data for back in backs]
+
+
+def test_a_failed_small_read_names_the_call(
+    lanes_of: Callable[[int], staging.Staging], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(errors.driver, "cuGetErrorString", lambda result: (0, b"stubbed"))
+    lanes = lanes_of(2)
+    fake: FakeDriver = lanes.driver  # type: ignore[attr-defined]
+    device = np.arange(64, dtype=np.uint8)
+    fake.left["cuMemcpyDtoHAsync"] = 0
+    back = np.zeros(64, np.uint8)
+    with pytest.raises(BackendError, match="cuMemcpyDtoHAsync") as caught:
+        lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=0)
+    assert caught.value.status is ErrorStatus.MEMORY_COPY_P2H
+    assert fake.synchronized == 0 and not back.any()
+    del fake.left["cuMemcpyDtoHAsync"]
+    lanes.download(byte_view(back, writable=True), device.ctypes.data, stream=0)
+    np.testing.assert_array_equal(back, device)

@@ -7,6 +7,8 @@
  * upload, download: one staging lane's part of a host<->device copy (see staging.py),
  * without the GIL: per chunk it claims, wait for the slot, copy into or out of it, and the
  * DMA; in Python each chunk cost a GIL handoff per driver call.
+ * read: a small device-to-host copy, whole, without the GIL: through cuda-python its two
+ * driver calls cost more host time than the DMA of a few KiB.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -24,11 +26,13 @@ typedef int (*htod_fn)(uint64_t dst, const void *src, size_t bytes, void *stream
 typedef int (*dtoh_fn)(void *dst, uint64_t src, size_t bytes, void *stream);
 typedef int (*record_fn)(void *event, void *stream);
 typedef int (*event_sync_fn)(void *event);
+typedef int (*stream_sync_fn)(void *stream);
 
 static htod_fn copy_htod = NULL;
 static dtoh_fn copy_dtoh = NULL;
 static record_fn event_record = NULL;
 static event_sync_fn event_sync = NULL;
+static stream_sync_fn stream_sync = NULL;
 
 typedef int (*ctx_get_current_fn)(void **context);
 
@@ -92,15 +96,17 @@ static PyObject *launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromLong(result);
 }
 
-/* bind_copies(cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuEventRecord, cuEventSynchronize) */
+/* bind_copies(cuMemcpyHtoDAsync, cuMemcpyDtoHAsync, cuEventRecord, cuEventSynchronize,
+ * cuStreamSynchronize) */
 static PyObject *bind_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *entries[4];
-    if (zyx_entry_points("bind_copies", args, nargs, 4, entries))
+    void *entries[5];
+    if (zyx_entry_points("bind_copies", args, nargs, 5, entries))
         return NULL;
     copy_htod = (htod_fn)entries[0];
     copy_dtoh = (dtoh_fn)entries[1];
     event_record = (record_fn)entries[2];
     event_sync = (event_sync_fn)entries[3];
+    stream_sync = (stream_sync_fn)entries[4];
     Py_RETURN_NONE;
 }
 
@@ -248,6 +254,41 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
     }
     Py_END_ALLOW_THREADS
     return lane_result(status, call ? call : "");
+}
+
+/* read(host, device, bytes, bounce, stream) -> (CUresult, call): device to host on the
+ * stream, returning when done. The DMA goes into page-locked ``bounce`` (of ``bytes`` at
+ * least), then a memcpy into ``host``, as the driver would stage a pageable destination
+ * itself; ``bounce`` 0: the DMA's destination is ``host`` (page-locked, or staged by the
+ * driver). */
+static PyObject *read_whole(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    size_t v[5];
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "read takes 5 arguments, got %zd", nargs);
+        return NULL;
+    }
+    for (int i = 0; i < 5; i++) {
+        v[i] = PyLong_AsSize_t(args[i]);
+        if (v[i] == (size_t)-1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (stream_sync == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "read before bind_copies");
+        return NULL;
+    }
+    char *host = (char *)v[0], *bounce = (char *)v[3];
+    size_t bytes = v[2];
+    int status;
+    const char *call = "";
+    Py_BEGIN_ALLOW_THREADS
+    if ((status = copy_dtoh(bounce ? bounce : host, (uint64_t)v[1], bytes, (void *)v[4])))
+        call = "cuMemcpyDtoHAsync";
+    else if ((status = stream_sync((void *)v[4])))
+        call = "cuStreamSynchronize";
+    else if (bounce)
+        memcpy(host, bounce, bytes);
+    Py_END_ALLOW_THREADS
+    return lane_result(status, call);
 }
 
 /* ---- Launcher: a kernel's launch, for the steady state -------------------------------
@@ -486,7 +527,9 @@ static PyMethodDef methods[] = {
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(function, gx, gy, gz, bx, by, bz, shared, stream, params) -> CUresult"},
     {"bind_copies", (PyCFunction)(void (*)(void))bind_copies, METH_FASTCALL,
-     "bind_copies(htod, dtoh, record, synchronize): the driver's entry points"},
+     "bind_copies(htod, dtoh, record, event_sync, stream_sync): the driver's entry points"},
+    {"read", (PyCFunction)(void (*)(void))read_whole, METH_FASTCALL,
+     "read(host, device, bytes, bounce, stream) -> (CUresult, call)"},
     {"upload", (PyCFunction)(void (*)(void))upload, METH_FASTCALL,
      "upload(device, host, bytes, next, slot_bytes, slot0, event0, slot1, event1, stream) "
      "-> (CUresult, call)"},

@@ -4,9 +4,10 @@
 binding, which builds conversion objects for its eleven arguments
 (benchmarks/cuda_bench.py's empty-launch rows time both). ``Launcher`` runs a program's
 whole launch in C when it repeats an earlier one (``zyx_cuda.program``). ``upload`` and
-``download`` run a staging lane's share of a large copy without the GIL
-(``zyx_cuda.staging``). Without a C compiler or Python's headers (or with ``ZYX_NATIVE=0``)
-zyx-cuda calls cuda-python and runs the lanes in Python instead: the same results, slower.
+``download`` run a staging lane's share of a large copy without the GIL, ``read`` a small
+copy whole (``zyx_cuda.staging``). Without a C compiler or Python's headers (or with
+``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and runs the lanes in Python instead: the
+same results, slower.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def launcher_type() -> type | None:
 
 @cache
 def copier() -> ModuleType | None:
-    """The module with its staging lanes (``upload``, ``download``) bound to the driver's
-    copy and event calls, or ``None``."""
+    """The module with its copies (``upload``, ``download``, ``read``) bound to the
+    driver's copy, event and stream calls, or ``None``."""
     module = native()
     if module is None:
         return None
@@ -76,7 +77,13 @@ def copier() -> ModuleType | None:
     return module
 
 
-_COPY_CALLS = (b"cuMemcpyHtoDAsync", b"cuMemcpyDtoHAsync", b"cuEventRecord", b"cuEventSynchronize")
+_COPY_CALLS = (
+    b"cuMemcpyHtoDAsync",
+    b"cuMemcpyDtoHAsync",
+    b"cuEventRecord",
+    b"cuEventSynchronize",
+    b"cuStreamSynchronize",
+)
 
 
 def _entry(name: bytes) -> int:
