@@ -271,7 +271,8 @@ zyx's speed over a peer's, above 1 where zyx is faster: on a peer's row (and on 
 hardware limit's, where one is known) the bold row over it, on zyx's rows that row over
 the best peer. Each run's environment (hardware, driver, versions, commit, math mode) and
 the command that reproduces it are listed with it. `nox -s bench` reruns what a machine
-without a GPU can (host and PoCL, small sizes); the H200 runs come from the
+without a GPU can (host and PoCL, small sizes); the GPU runs (an H200, and an H100 SXM
+where the lent machine was one: compare runs of one machine only) come from the
 `scripts/gpu-*.sh` each names.
 """
     if links:
