@@ -77,11 +77,13 @@ def check() -> None:
             groups = prod(m.batch) * (m.n // variant.tile[0]) * (m.m // variant.tile[1])
             assert logged[1:4] == (groups, 1, 1), (variant, logged)
         device.pool.release(out)
-    x = zyx.ones((4096, 4096), dtype=zyx.float32, device=device)
+    x = zyx.ones((4096, 4096), dtype=zyx.float32, device=device)  # a broadcast: no rows
     (m,) = matmuls(Graph([zyx.matmul(x, x).node]))
-    assert (
-        matmul.default(m, device) == matmul.GPU_VARIANTS[0] == matmul.Variant((8, 8), (16, 16), 16)
-    )
+    assert matmul.default(m, device) == matmul.GPU_TILE
+    y = x * 2
+    zyx.realize(y)  # rows of 16 KiB in memory: the pipelined default fits
+    (m,) = matmuls(Graph([zyx.matmul(y, y).node]))
+    assert matmul.default(m, device) == matmul.GPU_VARIANTS[0] and matmul.GPU_VARIANTS[0].stages
 
 
 def main() -> str:

@@ -22,7 +22,7 @@ SMALL_STAGED = matmul.Variant((2, 2), (4, 8), 8)
     ("variant", "case"),
     [
         (None, CASES[1]),
-        (matmul.GPU_VARIANTS[0], CASES[1]),
+        (matmul.GPU_TILE, CASES[1]),
         (SMALL_STAGED, CASES[2]),
     ],
     ids=["default", "gpu-default", "small-staged"],

@@ -166,24 +166,30 @@ def host_variants(vector_bytes: int) -> tuple[Variant, ...]:
     return (AVX512_VARIANTS if vector_bytes >= 64 else ()) + cpu + CPU_VARIANTS
 
 
+GPU_TILE = Variant((8, 8), (16, 16), 16)
+"""A GPU's tile where no pipelined variant fits (other dtypes, rows not 16-byte aligned): 128
+x 128 outputs of 256 work-items, 8 x 8 each, 16 along k a step, through registers into
+local memory (f32 4096^3 on the H200, 2026-12-04, each variant's kernels alone: 35.96
+TFLOP/s, 33.77 with 8 a step, the other unpipelined 25-32)."""
+
 GPU_VARIANTS = (
-    Variant((8, 8), (16, 16), 16),
+    Variant((8, 8), (16, 16), 32, stages=2),
     Variant((8, 8), (16, 16), 16, stages=2),
     Variant((8, 8), (16, 16), 16, stages=3),
-    Variant((8, 8), (16, 16), 32, stages=2),
+    GPU_TILE,
     Variant((8, 8), (16, 16), 8),
     Variant((4, 8), (16, 16), 16),
-    Variant((4, 4), (16, 16), 16),
     Variant((8, 4), (16, 16), 8),
+    Variant((4, 4), (16, 16), 16),
     Variant((4, 4), (8, 16), 32),
 )
-"""For a GPU, default first: a 128 x 128 tile of 256 work-items, 8 x 8 outputs each, 16
-along k a step (f32 4096^3 on the H200, 2026-12-04, each variant's kernels alone: 35.96
-TFLOP/s, 33.77 with 8 a step, the others 25-32). Pipelined (``stages``; f32 operands of
-16-byte aligned rows), the same tile in 2 or 3 steps of 16, or 2 of 32: no copies through
-registers, one barrier a step (sm_90 ptxas: 128 registers where the default has 102, two
-groups an SM either way; its loop 1024 FFMA, 164 LDS and 4 LDGSTS, the default's 1024
-FFMA, 256 LDS, 16 LDG and 16 STS)."""
+"""For a GPU, default first: pipelined (``stages``; f32 operands of 16-byte aligned rows),
+``GPU_TILE``'s tile in 2 steps of 32 along k, filled by copies into local memory with no
+hop through registers, one barrier a step (sm_90 ptxas: 128 registers where
+``GPU_TILE`` has 102, two groups an SM either way; its loop of 16 1024 FFMA, 164 LDS and 4
+LDGSTS, ``GPU_TILE``'s 1024 FFMA, 256 LDS, 16 LDG and 16 STS); then 2 or 3 steps of 16.
+Their kernels alone on an H100 SXM, 2026-12-05, f32 4096^3: 3.51 ms (39.2 TFLOP/s), 3.60,
+3.61, ``GPU_TILE`` 3.79, the rest 4.06-5.47 (smaller tiles for products of few)."""
 
 WARP = 32
 """Work-items of a warp, as ``zyx.ir.Mma`` counts them."""
@@ -1059,11 +1065,11 @@ def stage_stride(v: Variant, dtype: DType, along_k: bool, count: int, spread: bo
     elements apart, met unpadded in 2 banks (f32: 8-way conflicts at 16 along k a step,
     16-way at 32, ``zyx.ir.access``); padded 2-way, and none where ptxas merges each
     column's 4 along k into one 16-byte load, as it does (sm_90: 67 LDS a step of 16 for
-    ``GPU_VARIANTS[1]`` of a transposed b, where 163 unpadded). a's rows need no pad: the
-    warp reads 2 of them, in 16-byte loads (each quarter-warp one address). The pad keeps
-    each row's 16-byte chunks aligned for the copies and the addresses constant offsets
-    (an XOR swizzle of the chunks did not: sm_90 ptxas 254 registers where the pad has
-    154)."""
+    ``GPU_VARIANTS[1]``, 2 steps of 16, of a transposed b, where 163 unpadded). a's rows
+    need no pad: the warp reads 2 of them, in 16-byte loads (each quarter-warp one
+    address). The pad keeps each row's 16-byte chunks aligned for the copies and the
+    addresses constant offsets (an XOR swizzle of the chunks did not: sm_90 ptxas 254
+    registers where the pad has 154)."""
     width = v.depth if along_k else count
     return width + (vector(dtype) if along_k and spread and not v.mma else 0)
 
