@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from opencl_support import DEVICES, PROBE, add_kernel, read
+from opencl_support import DEVICES, PROBE, add_kernel, open_all, read
 
 from zyx.config import flatten, read_environment, read_file, validate
 from zyx.dtypes import DType
@@ -91,7 +91,7 @@ def hazards_on_every_queue(device: OpenCLDevice) -> np.ndarray[Any, Any]:
 @pytest.mark.skipif(not DEVICES, reason=f"no OpenCL device: {PROBE.reason}")
 def test_the_most_queues_never_exceed_the_native_wait_list() -> None:
     section = OpenCLSection(queues=MAX_QUEUES, window=1000, gate=True)
-    device = open_devices(section)[0]
+    device = open_all(**dict(section))[0]
     np.testing.assert_array_equal(hazards_on_every_queue(device), 2)
     if enqueue_function() is None:
         pytest.skip("no native enqueue (no C compiler or ZYX_NATIVE=0): nothing limits waits")

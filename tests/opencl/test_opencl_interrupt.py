@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from opencl_support import skip_unless_one_opens
 
 pytestmark = pytest.mark.opencl
 
@@ -48,6 +49,7 @@ print("usable" if out[0] == expected else f"wrong {out[0]} != {expected}", flush
 
 
 def test_ctrl_c_ends_a_read_behind_a_long_kernel_and_the_device_stays_usable() -> None:
+    skip_unless_one_opens()
     # About 8 s of PoCL on two cores; what is left of it after a second is the old delay.
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, "3000000000"], stdout=subprocess.PIPE, text=True

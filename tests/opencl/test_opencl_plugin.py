@@ -26,6 +26,13 @@ import os, pyopencl
 os.environ["PYOPENCL_HOME"] = "/nonexistent"
 """
 
+# A compiler that builds nothing, as PoCL 3.0's on a CPU its LLVM does not know.
+NO_COMPILER = """
+import zyx_opencl.device
+from zyx.codegen import Source
+zyx_opencl.device.SMOKE = Source("zyx_smoke", "__kernel void zyx_smoke(", "opencl")
+"""
+
 REPORT = """
 import json, zyx
 from zyx.errors import BackendError, PluginError
@@ -39,6 +46,7 @@ try:
 except PluginError as error:
     report["device"] = str(error)
 report["devices"] = [d.backend for d in zyx.devices()]
+report["default"] = zyx.device().name
 try:
     open_devices(OpenCLSection())
 except BackendError as error:
@@ -112,6 +120,20 @@ def test_a_platform_without_devices_is_unavailable(tmp_path: Path) -> None:
     assert "no OpenCL device" in probe["reason"]
     status, context = report["open"]
     assert status == "DEVICE_ENUMERATION" and "no device" in context
+
+
+def test_a_device_that_builds_no_kernel_is_not_opened_and_the_host_is_the_default(
+    tmp_path: Path,
+) -> None:
+    if not DEVICES:
+        pytest.skip(PROBE.reason)
+    report = run_isolated(NO_COMPILER, tmp_path)
+    assert report["probe"]["available"] is True, "the probe builds nothing"
+    assert "builds the smallest kernel" in report["device"]
+    assert "--- compiler log ---" in report["device"]
+    assert "opencl" not in report["devices"] and report["default"] == "host"
+    status, context = report["open"]
+    assert status == "INITIALIZATION" and "'zyx_smoke' does not build" in context
 
 
 def test_platform_ids_select_and_empty_means_off() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from opencl_support import open_all, read
+from opencl_support import open_all, read, skip_unless_one_opens
 
 from zyx.backend import Buffer
 from zyx.disk import DiskPool
@@ -35,6 +35,7 @@ def test_one_allocation_over_max_mem_alloc_size_is_refused(device: OpenCLDevice)
 def test_under_rlimit_as_a_cpu_device_refuses_what_the_process_cannot_back() -> None:
     """PoCL allocates a buffer at its first use and segfaulted where malloc failed under
     ulimit -v: zyx's capacity for a CPU device now stops short of the process's limit."""
+    skip_unless_one_opens()
     code = """
 import resource, sys
 import numpy as np

@@ -21,6 +21,7 @@ import pyopencl as cl
 
 from zyx import debug, nvidia
 from zyx.backend import Arg, Device, DeviceInfo, Program, check_compilable, not_a_program
+from zyx.codegen import Source
 from zyx.dtypes import DType, DTypeCapability
 from zyx.errors import BackendError, ErrorStatus
 from zyx.host.limits import private_budget
@@ -35,6 +36,10 @@ from zyx_opencl.scheduler import Scheduler
 
 _log = logging.getLogger("zyx.dev")
 _asm_log = logging.getLogger("zyx.asm")
+
+SMOKE = Source("zyx_smoke", "__kernel void zyx_smoke(__global int* x) { x[0] = 1; }", "opencl")
+"""Built when a device opens: a driver whose compiler cannot build this cannot run zyx (PoCL
+3.0's LLVM 14 on a CPU it does not know, an AMD Zen 5: 'unknown target CPU 'generic'')."""
 
 _INT32_MAX = 2**31 - 1
 _CUDA_GRID = (_INT32_MAX, 65535, 65535)
@@ -140,6 +145,7 @@ class OpenCLDevice(Device):
         self.pool = OpenCLPool(self.name, context, device, self.scheduler)
         self._lock = self.pool.lock
         self.compiler = Compiler(context, device)
+        self.compiler.build(SMOKE)
         self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
         self.dialect.bounds_checked = self.bounds_checked
         self.mma_probe = self._probe_tensor_cores()
@@ -233,25 +239,42 @@ def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:
     if not found:
         names = ", ".join(platforms[i].name for i in ids)
         raise BackendError(ErrorStatus.DEVICE_ENUMERATION, f"no device on platforms {names}")
-    try:
-        devices = [
-            OpenCLDevice(
-                index,
-                device,
-                queues=section.queues,
-                window=section.window,
-                gate=bool(device.type & cl.device_type.CPU)
-                if section.gate is None
-                else section.gate,
-            )
-            for index, device in enumerate(found)
-        ]
-    except cl.Error as error:
-        raise BackendError(ErrorStatus.INITIALIZATION, f"cannot open a device: {error}") from error
+    devices, refused = _open_each(found, section)
+    if refused and not devices:
+        raise BackendError(
+            ErrorStatus.INITIALIZATION,
+            "no OpenCL device builds the smallest kernel; its compiler said: "
+            + "; ".join(error.context for error in refused),
+            log=refused[0].log,
+        )
     if _log.isEnabledFor(logging.DEBUG):
-        for device in devices:
-            _log.debug("%s: %s (%s)", device.name, device.info.name, device.cl_device.version)
+        for opened in devices:
+            _log.debug("%s: %s (%s)", opened.name, opened.info.name, opened.cl_device.version)
     return devices
+
+
+def _open_each(
+    found: list[cl.Device], section: OpenCLSection
+) -> tuple[list[OpenCLDevice], list[BackendError]]:
+    """The devices that open, numbered in order, and why the others' compilers refused
+    ``SMOKE`` (each logged as a warning: the devices that open still serve)."""
+    devices: list[OpenCLDevice] = []
+    refused: list[BackendError] = []
+    for device in found:
+        gate = bool(device.type & cl.device_type.CPU) if section.gate is None else section.gate
+        try:
+            opened = OpenCLDevice(
+                len(devices), device, queues=section.queues, window=section.window, gate=gate
+            )
+        except cl.Error as error:
+            message = f"cannot open a device: {error}"
+            raise BackendError(ErrorStatus.INITIALIZATION, message) from error
+        except BackendError as error:
+            refused.append(error)
+            _log.warning("OpenCL device %s not opened: %s", device.name.strip(), error)
+            continue
+        devices.append(opened)
+    return devices, refused
 
 
 def _platform_devices(platform: cl.Platform) -> list[cl.Device]:
