@@ -75,6 +75,13 @@ def test_the_capture_stream_is_destroyed_with_the_program() -> None:
     assert out == "ok\n", out
 
 
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler 'cc' on PATH")
+def test_a_replaying_call_is_captured_the_second_time_and_replayed_after() -> None:
+    """On the stand-in driver, in a process of its own; no GPU."""
+    out = run_stubbed(Path(__file__), "replay")
+    assert out == "ok\n", out
+
+
 def capture_and_release() -> str:
     sys.path.insert(0, str(HERE))
     from stub_driver import install
@@ -114,5 +121,56 @@ def capture_and_release() -> str:
     return "ok"
 
 
+def replay_and_release() -> str:
+    sys.path.insert(0, str(HERE))
+    from stub_driver import install
+
+    stand_ins = install()
+    from zyx_cuda.device import CudaDevice
+    from zyx_cuda.library import REPLAYS, LibraryProgram
+
+    calls: list[tuple[int, tuple[int, ...], tuple[Scalar, ...]]] = []
+
+    def fill(stream: int, pointers: list[int], scalars: list[Scalar]) -> None:
+        calls.append((stream, tuple(pointers), tuple(scalars)))
+
+    device = CudaDevice(0, queues=1)
+    params = [Param(DType.U32, ParamKind.GLOBAL_MUT), Param(DType.U32, ParamKind.VARIABLE)]
+    filler = LibraryProgram(device, "fill", params, fill, replay=True)
+    a, b = device.pool.allocate(64), device.pool.allocate(64)
+    for args in ([a, 9], [a, 9], [a, 9], [b, 9], [a, 10], [a, 9]):
+        device.launch(filler, args)
+    assert [c[1:] for c in calls] == [
+        ((a.handle,), (9,)),
+        ((a.handle,), (9,)),
+        ((b.handle,), (9,)),
+        ((a.handle,), (10,)),
+    ], calls
+    streams = [int(handle) for handle in device.streams.handles]
+    assert calls[0][0] in streams and calls[1][0] not in streams, "the second on the capture's"
+    graphs = stand_ins.graph_calls
+    assert graphs.count("cuStreamBeginCapture") == graphs.count("cuGraphInstantiate") == 1
+    assert graphs.count("cuGraphLaunch") == 3, graphs
+    for value in range(REPLAYS):  # each twice: captured; the least recent set's graph goes
+        device.launch(filler, [b, value])
+        device.launch(filler, [b, value])
+    assert graphs.count("cuGraphExecDestroy") == 1, graphs
+    device.release(filler)
+    device.synchronize()
+    assert graphs.count("cuGraphExecDestroy") == 1 + REPLAYS, graphs
+
+    def uncapturable(stream: int, pointers: list[int], scalars: list[Scalar]) -> None:
+        if stream not in streams:
+            raise RuntimeError("not under capture")
+        calls.append((stream, tuple(pointers), tuple(scalars)))
+
+    calls.clear()
+    other = LibraryProgram(device, "fill", params, uncapturable, replay=True)
+    for _ in range(3):
+        device.launch(other, [a, 1])
+    assert len(calls) == 3 and not other.replay, "called each time once capture failed"
+    return "ok"
+
+
 if __name__ == "__main__":
-    print(capture_and_release())
+    print(replay_and_release() if sys.argv[1:] == ["replay"] else capture_and_release())

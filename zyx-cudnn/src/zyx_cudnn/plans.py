@@ -22,7 +22,9 @@ points at; the backend graph's raw-pointer execute takes it (the call the fronte
 ``execute`` ends in, after building that array each time). One cuDNN handle per device, its
 stream set only when the device's choice of stream changes. Its workspace is the claim's
 scratch buffer, from the device's pool. An execution that fails raises ``BackendError``
-with cuDNN's message.
+with cuDNN's message. Launched again with the same buffers and numbers (a cached plan of
+the front end's, whose allocator hands back the same memory), the execution is a CUDA graph
+replayed (zyx-cuda's ``LibraryProgram`` with ``replay``).
 """
 
 from __future__ import annotations
@@ -237,7 +239,7 @@ def _plan(
     run = Runner(cudnn, backend, config.cpp_index, handle, spec, order, workspace > 0)
     params, args = _params(spec, workspace > 0)
     name = f"cudnn_plan{index}_" + "x".join(str(d) for d in spec.out.dims)
-    return Plan(LibraryProgram(device, name, params, run), args, workspace)
+    return Plan(LibraryProgram(device, name, params, run, replay=True), args, workspace)
 
 
 def _params(spec: Spec, workspace: bool) -> tuple[list[Param], Bindings]:
