@@ -14,7 +14,8 @@ generic lowering and keeps the faster (zyx.runtime); what is timed is ``zyx.matm
 true fp32: ``allow_tf32 = False``), torch.compile, cupy and tinygrad; on the host and
 OpenCL numpy and torch on the CPU (beside an OpenCL device, rows of another device:
 results.py's ``device``). Each number is the median of repeated runs after warm-up, the
-runners' runs interleaved on a GPU (a round runs each once; see ``measure``), on random
+runners' runs interleaved on a GPU (a round runs each once; tinygrad, in a CUDA context of
+its own, apart: see ``measure``), on random
 data; each result is checked against float64 (the relative error is in the row's note).
 ``--variants`` adds a row per variant of ``zyx.graph.matmul.variants(device)``: its
 kernels alone, timed with ``Device.launch_timed`` (the best of a few), for choosing the
@@ -67,7 +68,8 @@ def parse_case(text: str) -> tuple[str, int, int]:
 
 @dataclass(frozen=True)
 class Runner:
-    """One implementation of a case: ``run`` computes it, ``sync`` waits for the device."""
+    """One implementation of a case: ``run`` computes it, ``sync`` waits for the device;
+    ``own_context``: it runs in a CUDA context of its own (``measure`` times it apart)."""
 
     name: str
     run: Callable[[], Any]
@@ -75,6 +77,7 @@ class Runner:
     error: float
     headline: bool = False
     device: str = ""
+    own_context: bool = False
 
 
 def measure(runners: list[Runner], interleaved: bool = True) -> list[Timed]:
@@ -83,7 +86,10 @@ def measure(runners: list[Runner], interleaved: bool = True) -> list[Timed]:
     one after another, after its warm-up. On a CPU they are not interleaved: OpenBLAS's
     threads spin for about 0.1 s after a call (its THREAD_TIMEOUT, 2^28 cycles) on the
     cores that the next runner's threads want (zyx's f32 1024³ on the 2-core host: 0.25x
-    numpy's interleaved, 0.5x alone)."""
+    numpy's interleaved, 0.5x alone). A runner in a CUDA context of its own (tinygrad
+    makes one) is timed after the others, alone: the GPU's switch between contexts cost
+    the runner after it in a round up to 0.2 ms a call (H100, 2026-12-06, 64 x 512³ bf16:
+    zyx 70.8 µs alone, 298.6 after tinygrad; torch 58.7 alone, 193.8 in that round)."""
     times: dict[str, list[float]] = {r.name: [] for r in runners}
 
     def warm(runner: Runner) -> None:
@@ -97,17 +103,17 @@ def measure(runners: list[Runner], interleaved: bool = True) -> list[Timed]:
         runner.sync()
         times[runner.name].append(time.perf_counter() - start)
 
+    together = [r for r in runners if not r.own_context]
     if interleaved:
-        for runner in runners:
+        for runner in together:
             warm(runner)
         for _ in range(REPEATS):
-            for runner in runners:
+            for runner in together:
                 timed(runner)
-    else:
-        for runner in runners:
-            warm(runner)
-            for _ in range(REPEATS):
-                timed(runner)
+    for runner in runners if not interleaved else [r for r in runners if r.own_context]:
+        warm(runner)
+        for _ in range(REPEATS):
+            timed(runner)
     return [Timed(r.name, statistics.median(times[r.name]), r.error, r.headline, r.device)
             for r in runners]  # fmt: skip
 
@@ -263,7 +269,8 @@ def bench_tinygrad(case: Case) -> Runner | None:
     b = Tensor(case.b).cast(dtype).realize()
     sync = Device[Device.DEFAULT].synchronize
     error = rel_error((a @ b).cast(dtypes.float64).numpy(), case.reference())
-    return Runner(f"tinygrad ({Device.DEFAULT})", lambda: (a @ b).realize(), sync, error)
+    run = lambda: (a @ b).realize()  # noqa: E731
+    return Runner(f"tinygrad ({Device.DEFAULT})", run, sync, error, own_context=True)
 
 
 def installed(name: str) -> bool:

@@ -301,25 +301,27 @@ def tuned(environ: dict[str, str]) -> dict[str, Any]:
 
 
 def test_a_second_process_builds_the_cached_plan_and_times_none(cuda: Any, tmp_path: Path) -> None:
-    """The first process times every plan and stores the fastest's engine and knobs; the
-    next builds that one plan from the tuning cache on disk, timing none; an entry whose
-    engine this cuDNN does not have is logged, every plan timed anew, and replaced."""
+    """The first process times every plan and stores the fastest's engine and knobs, a spec
+    each (the race offers the bare product beside the fused epilogue: two); the next builds
+    those plans from the tuning cache on disk, timing none; entries whose engine this cuDNN
+    does not have are logged, every plan timed anew, and replaced."""
     environ = clean_environ(tmp_path, ZYX_CACHE_DIR=str(tmp_path / "cache"), ZYX_CUDA__CUDNN="true")
     first = tuned(environ)
     assert first["timed"] >= 1 and first["rebuilt"] == 0, first["log"]
-    (winner,) = first["stored"]
+    winners = sorted(first["stored"])
+    assert winners, first["log"]
     second = tuned(environ)
-    assert second["timed"] == 0 and second["rebuilt"] == 1, second["log"]
-    assert second["stored"] == [winner]
-    (path,) = second["paths"]
-    document = json.loads(Path(path).read_text())
-    document["entry"]["variant"] = Choice(9999, ()).text()  # no cuDNN engine has that id
-    Path(path).write_text(json.dumps(document))
+    assert second["timed"] == 0 and 1 <= second["rebuilt"] <= len(winners), second["log"]
+    assert sorted(second["stored"]) == winners
+    for path in second["paths"]:
+        document = json.loads(Path(path).read_text())
+        document["entry"]["variant"] = Choice(9999, ()).text()  # no cuDNN engine has that id
+        Path(path).write_text(json.dumps(document))
     stale = tuned(environ)
-    assert stale["refused"] == 1 and stale["timed"] >= 1 and stale["rebuilt"] == 0, stale["log"]
-    (replaced,) = stale["stored"]
-    choice = Choice.parse(replaced)
-    assert choice is not None and choice.engine != 9999
+    assert stale["refused"] >= 1 and stale["timed"] >= 1 and stale["rebuilt"] == 0, stale["log"]
+    for replaced in stale["stored"]:
+        choice = Choice.parse(replaced)
+        assert choice is not None and choice.engine != 9999, stale["stored"]
 
 
 @pytest.mark.parametrize("setting", ["ZYX_AUTOTUNE__CACHE", "ZYX_AUTOTUNE__ENABLED"])
