@@ -95,6 +95,33 @@ def test_2d(cuda: Any, rng: np.random.Generator, dtype: Any, nmk: tuple[int, int
     check(cuda, x @ y, a @ b, dtype)
 
 
+def test_a_plan_launched_again_replays_its_graph_on_the_data_of_the_moment(
+    cuda: Any, rng: np.random.Generator
+) -> None:
+    """The second launch with the same buffers is captured into a CUDA graph and later ones
+    replay it (zyx-cuda's ``LibraryProgram`` replay): each launch, replayed or not, computes
+    what its inputs hold then, with other buffers as with the first again."""
+    (x1, a1), (y1, b1), (x2, a2), (y2, b2) = arrays(
+        rng, cuda, BF16, (256, 192), (192, 320), (256, 192), (192, 320)
+    )
+    (options,) = candidates(Graph([(x1 @ y1).node]), cuda, False)
+    plan = plan_for(options[0].spec, cuda, tune=False, disk=False)
+    pool, count = cuda.pool, 256 * 320
+    out = pool.allocate(count * 2)
+    scratch = [pool.allocate(n) for n in plan.scratch]
+    for x, y, want in [(x1, y1, a1 @ b1)] * 3 + [(x2, y2, a2 @ b2)] * 3 + [(x1, y1, a1 @ b1)]:
+        pool.write(out, poisoned(DType.BF16, count))
+        cuda.launch(plan.program, [x.node.buffer, y.node.buffer, out, *scratch])
+        got = np.empty(count, DType.BF16.numpy)
+        pool.read(out, got)
+        assert_close(got.astype(np.float64).reshape(256, 320), want, DType.BF16, "replayed")
+    captured = {pointers[:2] for pointers, _ in plan.program._graphs}
+    pairs = {(x.node.buffer.handle, y.node.buffer.handle) for x, y in [(x1, y1), (x2, y2)]}
+    assert plan.program.replay and pairs <= captured, "both captured, kept"
+    for buf in (out, *scratch):
+        pool.release(buf)
+
+
 @pytest.mark.parametrize("dtype", [F32, BF16])
 @pytest.mark.parametrize(
     ("left", "right"),
