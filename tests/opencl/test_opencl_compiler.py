@@ -4,6 +4,7 @@ device, driver and options."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyopencl as cl
 import pytest
@@ -11,7 +12,8 @@ from opencl_support import add_kernel
 
 from zyx.codegen import Source
 from zyx.errors import BackendError, ErrorStatus
-from zyx_opencl.compiler import BUILD_OPTIONS, Compiler
+from zyx.host.cpu import cpu_info
+from zyx_opencl.compiler import BUILD_OPTIONS, Compiler, host_code
 from zyx_opencl.device import OpenCLDevice
 
 pytestmark = pytest.mark.opencl
@@ -29,6 +31,14 @@ def fresh(device: OpenCLDevice) -> Compiler:
 
 def test_the_build_options_are_zyx_0_17s() -> None:
     assert BUILD_OPTIONS == ("-cl-finite-math-only", "-cl-no-signed-zeros", "-cl-mad-enable")
+
+
+def test_a_cpu_devices_binaries_are_keyed_by_the_host_cpu() -> None:
+    """PoCL's binaries are machine code for the CPU that built them: its model and features
+    are in the cache key; a GPU's are not the host's."""
+    cpu = cpu_info()
+    assert host_code(SimpleNamespace(type=cl.device_type.CPU)) == (cpu.model, *sorted(cpu.flags))
+    assert host_code(SimpleNamespace(type=cl.device_type.GPU)) == ()
 
 
 def test_a_failed_build_raises_with_the_build_log(device: OpenCLDevice, cache_dir: Path) -> None:

@@ -7,8 +7,11 @@ kernels fed with them may give other results than the reference (the conformance
 avoids both, except for the NaN poison it writes to outputs, which kernels overwrite).
 
 A binary is cached under a digest of the source, the device's name, the driver's and the
-platform's versions, and the options: a driver update rebuilds everything. A cached binary
-that the driver refuses counts as a miss.
+platform's versions, and the options: a driver update rebuilds everything. A CPU device's
+binaries are the host CPU's machine code (PoCL's for the CPU it runs on, under a name as
+vague as "pthread-AMD EPYC"), so the host CPU's model and features join the key: a cache
+shared by machines (a home on NFS, an image's baked cache) never hands one AVX-512 code it
+lacks. A cached binary that the driver refuses counts as a miss.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pyopencl as cl
 from zyx.cache import DiskCache, digest
 from zyx.codegen import Source
 from zyx.errors import BackendError, ErrorStatus
+from zyx.host.cpu import cpu_info
 
 BUILD_OPTIONS = ("-cl-finite-math-only", "-cl-no-signed-zeros", "-cl-mad-enable")
 
@@ -37,7 +41,8 @@ class Compiler:
         self.context = context
         self.device = device
         self.cache = DiskCache("opencl")
-        self._target = (device.name, device.driver_version, device.platform.version)
+        self._target = (device.name, device.driver_version, device.platform.version,
+                        *host_code(device))  # fmt: skip
 
     def build(self, source: Source) -> cl.Program:
         """The program built from ``source``: from the cache, else compiled (and cached).
@@ -87,6 +92,15 @@ class Compiler:
             if log:
                 _log.debug("%s: build log:\n%s", source.name, log)
         return program
+
+
+def host_code(device: cl.Device) -> tuple[str, ...]:
+    """What a device's binaries depend on beyond its name and driver: for a CPU device, the
+    host CPU's model and features; nothing for others."""
+    if not device.type & cl.device_type.CPU:
+        return ()
+    cpu = cpu_info()
+    return (cpu.model, *sorted(cpu.flags))
 
 
 @contextmanager
