@@ -103,14 +103,13 @@ def measure(runners: list[Runner], interleaved: bool = True) -> list[Timed]:
         runner.sync()
         times[runner.name].append(time.perf_counter() - start)
 
-    together = [r for r in runners if not r.own_context]
-    if interleaved:
+    together = [r for r in runners if interleaved and not r.own_context]
+    for runner in together:
+        warm(runner)
+    for _ in range(REPEATS if together else 0):
         for runner in together:
-            warm(runner)
-        for _ in range(REPEATS):
-            for runner in together:
-                timed(runner)
-    for runner in runners if not interleaved else [r for r in runners if r.own_context]:
+            timed(runner)
+    for runner in (r for r in runners if r not in together):
         warm(runner)
         for _ in range(REPEATS):
             timed(runner)

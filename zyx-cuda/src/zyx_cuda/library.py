@@ -74,9 +74,7 @@ class LibraryProgram(CudaProgram):
         self._last: Arguments | None = None
 
     def enqueue(self, stream: Any, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
-        buffers = cast("Sequence[Buffer]", values)
-        pointers = [buffers[i].handle for i in self.buffer_positions]
-        scalars = [cast("Scalar", values[i]) for i in self.scalar_positions]
+        pointers, scalars = self._arguments(values)
         if self.replay:
             key = (tuple(pointers), tuple(scalars))
             graph = self._graphs.get(key)
@@ -88,6 +86,12 @@ class LibraryProgram(CudaProgram):
                 check(_GRAPH, "cuGraphLaunch", driver.cuGraphLaunch(graph, stream))
                 return
         self.call(int(stream), pointers, scalars)
+
+    def _arguments(self, values: Sequence[Arg]) -> tuple[list[int], list[Scalar]]:
+        """The call's device pointers and scalars, each in param order."""
+        buffers = cast("Sequence[Buffer]", values)
+        pointers = [buffers[i].handle for i in self.buffer_positions]
+        return pointers, [cast("Scalar", values[i]) for i in self.scalar_positions]
 
     def _captured(self, key: Arguments, pointers: list[int], scalars: list[Scalar]) -> Any:
         """The call captured and instantiated for ``key``, kept; ``None`` where it cannot be
@@ -134,9 +138,7 @@ class LibraryProgram(CudaProgram):
     def _capture(self, args: Sequence[Arg]) -> Any:
         """The call's work as a graph, for a recording."""
         values, _, _, _ = self.prepare(args)  # refuses a released program's
-        buffers = cast("Sequence[Buffer]", values)
-        pointers = [buffers[i].handle for i in self.buffer_positions]
-        return self._record(pointers, [cast("Scalar", values[i]) for i in self.scalar_positions])
+        return self._record(*self._arguments(values))
 
     def _record(self, pointers: list[int], scalars: list[Scalar]) -> Any:
         """The call's work as a graph, by stream capture on a stream of its own."""

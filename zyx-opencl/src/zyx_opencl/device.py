@@ -41,6 +41,9 @@ SMOKE = Source("zyx_smoke", "__kernel void zyx_smoke(__global int* x) { x[0] = 1
 """Built when a device opens: a driver whose compiler cannot build this cannot run zyx (PoCL
 3.0's LLVM 14 on a CPU it does not know, an AMD Zen 5: 'unknown target CPU 'generic'')."""
 
+UNBUILDABLE = "no OpenCL device builds the smallest kernel"
+"""How ``open_devices``' error begins where every device's compiler refused ``SMOKE``."""
+
 _INT32_MAX = 2**31 - 1
 _CUDA_GRID = (_INT32_MAX, 65535, 65535)
 """NVIDIA's OpenCL maps work-groups onto a CUDA grid, whose y and z are 16-bit."""
@@ -141,11 +144,11 @@ class OpenCLDevice(Device):
         self.cl_device = device
         self.info = device_info(device)
         context = cl.Context([device])
+        self.compiler = Compiler(context, device)
+        self.compiler.build(SMOKE)  # before queues and a pool are made for a useless device
         self.scheduler = Scheduler(context, device, queues, window, gate=gate)
         self.pool = OpenCLPool(self.name, context, device, self.scheduler)
         self._lock = self.pool.lock
-        self.compiler = Compiler(context, device)
-        self.compiler.build(SMOKE)
         self.dialect = OpenCLDialect(fp16="cl_khr_fp16" in device.extensions.split())
         self.dialect.bounds_checked = self.bounds_checked
         self.mma_probe = self._probe_tensor_cores()
@@ -243,8 +246,7 @@ def open_devices(section: OpenCLSection) -> list[OpenCLDevice]:
     if refused and not devices:
         raise BackendError(
             ErrorStatus.INITIALIZATION,
-            "no OpenCL device builds the smallest kernel; its compiler said: "
-            + "; ".join(error.context for error in refused),
+            f"{UNBUILDABLE}; its compiler said: " + "; ".join(error.context for error in refused),
             log=refused[0].log,
         )
     if _log.isEnabledFor(logging.DEBUG):
@@ -270,6 +272,8 @@ def _open_each(
             message = f"cannot open a device: {error}"
             raise BackendError(ErrorStatus.INITIALIZATION, message) from error
         except BackendError as error:
+            if error.status is not ErrorStatus.KERNEL_COMPILATION:  # not SMOKE's refusal
+                raise
             refused.append(error)
             _log.warning("OpenCL device %s not opened: %s", device.name.strip(), error)
             continue
