@@ -3,9 +3,10 @@
     python benchmarks/kernel_search.py [DEVICE ...]
         # writes kernel_search_<machine>.json to $OUT or . (benchmarks/results.py)
 
-For each workload (a row sum, a column sum, a row softmax, an elementwise chain; f32, on
-random data; 1 GiB matrices on a GPU, 16 MiB on a CPU) the kernel the scheduler emits
-(or each of its stages) is searched twice, through ``zyx.search`` itself:
+For each workload (a row sum, a column sum, a row softmax, an elementwise chain, a bias and
+relu in f32 and bf16; on random data; 1 GiB f32 matrices on a GPU, 16 MiB on a CPU) the
+kernel the scheduler emits (or each of its stages) is searched twice, through
+``zyx.search`` itself:
 
 1. as a plan build searches it, with the default ``autotune`` options (budget, runs): the
    search's wall time, compiles included, and its winner;
@@ -41,12 +42,21 @@ def _softmax(x: Any) -> Any:
     return e / zyx.sum(e, axis=1, keepdims=True)
 
 
-WORKLOADS: dict[str, Callable[[Any], Any]] = {
-    "row sum": lambda x: zyx.sum(x, axis=1),
-    "column sum": lambda x: zyx.sum(x, axis=0),
-    "row softmax": _softmax,
-    "elementwise chain": lambda x: zyx.tanh(x * 0.5 + 1.0) - zyx.abs(x),
+def _bias_relu(x: Any) -> Any:
+    """A matmul's epilogue: a bias along the rows, then relu (the standard's maximum)."""
+    bias = zyx.asarray(np.linspace(-1, 1, x.shape[1]), dtype=x.dtype, device=x.device)
+    return zyx.maximum(x + bias, 0.0)
+
+
+WORKLOADS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "row sum": (lambda x: zyx.sum(x, axis=1), "float32"),
+    "column sum": (lambda x: zyx.sum(x, axis=0), "float32"),
+    "row softmax": (_softmax, "float32"),
+    "elementwise chain": (lambda x: zyx.tanh(x * 0.5 + 1.0) - zyx.abs(x), "float32"),
+    "bias + relu": (_bias_relu, "float32"),
+    "bias + relu, bf16": (_bias_relu, "bfloat16"),
 }
+"""Per workload: the program, and the dtype of its matrix."""
 
 
 def _side(device: Device) -> int:
@@ -78,11 +88,13 @@ def _spaces(device: Device, out: Any) -> list[search.Generated]:
 
 def measure(device: Device, name: str) -> list[dict[str, Any]]:
     side = _side(device)
+    program, dtype = WORKLOADS[name]
     values = np.random.default_rng(0).standard_normal((side, side)).astype(np.float32)
-    x = zyx.asarray(values, device=device)
-    spaces = _spaces(device, WORKLOADS[name](x))
+    x = zyx.asarray(values, dtype=getattr(zyx, dtype), device=device)
+    spaces = _spaces(device, program(x))
     count = len(spaces)
-    return [_measure(s, f"{name} [{i + 1}/{count}]", side) for i, s in enumerate(spaces)]
+    rows = [_measure(s, f"{name} [{i + 1}/{count}]", side) for i, s in enumerate(spaces)]
+    return [{**row, "dtype": dtype} for row in rows]
 
 
 def _measure(space: search.Generated, name: str, side: int) -> dict[str, Any]:
@@ -111,8 +123,8 @@ def _measure(space: search.Generated, name: str, side: int) -> dict[str, Any]:
         "speedup_search": round(times[default] / times[planned.winner], 3),
     }
     print(
-        f"{device.name:10} {name:24} default {row['default']:>7} {times[default] / 1e3:10.1f} us"
-        f"  best {row['best']:>7} {times[best] / 1e3:10.1f} us ({row['speedup_best']:.2f}x)"
+        f"{device.name:10} {name:24} default {row['default']:>12} {times[default] / 1e3:10.1f} us"
+        f"  best {row['best']:>12} {times[best] / 1e3:10.1f} us ({row['speedup_best']:.2f}x)"
         f"  search {seconds:.2f} s -> {row['search_winner']} ({row['speedup_search']:.2f}x)",
         flush=True,
     )
@@ -120,8 +132,8 @@ def _measure(space: search.Generated, name: str, side: int) -> dict[str, Any]:
 
 
 def _short(variant: search.Layout) -> str:
-    """``256x4``: work-items per group by elements per trip."""
-    return f"{variant.local}x{variant.unroll}"
+    """``256x4``: work-items per group by elements per trip (``256x4 rows``: along rows)."""
+    return f"{variant.local}x{variant.unroll}{' rows' if variant.rows else ''}"
 
 
 def _sweep(space: search.Generated, rounds: int = 7) -> dict[search.Layout, int]:
@@ -140,7 +152,8 @@ def _sweep(space: search.Generated, rounds: int = 7) -> dict[search.Layout, int]
 def schema_rows(row: dict[str, Any]) -> list[results.Row]:
     """One kernel's measurement as results rows: its default, the search's pick, the best."""
     side, times = row["shape"][0], row["times_ns"]
-    workload = f"{row['workload']}, {side}x{side} f32 on {row['device']} ({row['device_name']})"
+    dtype = {"float32": "f32", "bfloat16": "bf16"}[row["dtype"]]
+    workload = f"{row['workload']}, {side}x{side} {dtype} on {row['device']} ({row['device_name']})"
     picks = [
         (f"zyx default variant ({row['default']})", row["default"], ""),
         (f"zyx search's winner ({row['search_winner']})", row["search_winner"],

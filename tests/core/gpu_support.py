@@ -1,5 +1,5 @@
 """A GPU's ``DeviceInfo`` for the IR's warp-level ops (``Mma``, ``LdMatrix``, ``Shuffle``),
-whose limits and meaning the tests check without one."""
+whose limits and meaning the tests check without one, and a host that runs GPU layouts."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from typing import Any
 
 from zyx.backend import DeviceInfo
 from zyx.dtypes import DType, DTypeCapability
+from zyx.host.device import HostDevice
+from zyx.host.pool import HostPool
 
 
 def gpu_info(**features: Any) -> DeviceInfo:
@@ -26,3 +28,20 @@ def gpu_info(**features: Any) -> DeviceInfo:
         "dtypes": {d: DTypeCapability.FULL for d in DType},
     }
     return DeviceInfo(**{**fields, **features})
+
+
+class GpuShapedHost(HostDevice):
+    """The interpreted host, dressed as a GPU (``gpu_info``: warps of 32, no shuffles): the
+    front end lays its kernels out as for a GPU (``zyx.graph.lower``, not
+    ``zyx.graph.cpu``), and the interpreter runs them, checking every load and store
+    against its buffer. Nothing it times means anything (it is ``interpreted``)."""
+
+    backend = "gpu-shaped"
+
+    def __init__(self) -> None:
+        super().__init__(HostPool(), interpret=True)
+        self.info = gpu_info(global_mem_size=self.info.global_mem_size)
+
+    @property
+    def name(self) -> str:
+        return "gpu-shaped host"

@@ -15,12 +15,26 @@ from zyx.backend import Device
 from zyx.dtypes import DType
 from zyx.graph.cpu import LANES, ROW_KEPT, STRIP, CpuLowerer
 from zyx.graph.lower import RESIDENT, UNROLL, KernelSpec, Lowerer
-from zyx.graph.nodes import Node
+from zyx.graph.nodes import Node, Op
 from zyx.graph.schedule import CPU_SPREAD, Graph, schedule
 from zyx.host.codegen import PARALLEL_LOADS, HostDialect
 from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
-from zyx.ir.ops import INDEX, Const, EndLoop, If, Kernel, Load, Loop, Param, Unary, UOp, Where
+from zyx.ir.ops import (
+    INDEX,
+    Binary,
+    BOp,
+    Const,
+    EndLoop,
+    If,
+    Kernel,
+    Load,
+    Loop,
+    Param,
+    Unary,
+    UOp,
+    Where,
+)
 from zyx.testing.numerics import Array, assert_close
 
 
@@ -112,6 +126,62 @@ def test_full_trips_of_a_row_read_without_masks() -> None:
     assert _loads(kernel) == 2 * UNROLL
     assert not any(isinstance(op, Where) for op in ops[loop:end])
     assert sum(isinstance(op, Where) for op in ops[end:]) >= 2 * UNROLL  # clamp, identity
+
+
+# ---- map kernels: along rows ------------------------------------------------------------
+
+MAP_ROWS = [
+    ((5, 300), (300,)),  # rows shorter than some groups' work
+    ((3, 4, 700), (4, 1)),  # two outer dims, the operand broadcast along the rows
+    ((2, 3, 5, 257), (5, 1)),  # three, a row ending just past a chunk of 256
+    ((9, 1030), (9, 1)),  # rows longer than a group's work at 256 x 4
+]
+
+
+@pytest.mark.parametrize(("shape", "other"), MAP_ROWS)
+def test_a_map_kernel_along_rows_matches_numpy(
+    shape: tuple[int, ...], other: tuple[int, ...]
+) -> None:
+    """A broadcast operand, a transposed one and a maximum, laid out along
+    the output's rows (``Lowerer``'s ``rows``) at several group sizes and unrolls, on the
+    bounds-checked interpreted host, into a poisoned output: the outer dims are the
+    group's, the last dim's index has no division (nor has a 2-D output any)."""
+    device = checked_host()
+    rng = np.random.default_rng(12)
+    a, b = data(rng, shape, DType.F32), data(rng, other, DType.F32)
+    transposed = np.ascontiguousarray(np.swapaxes(a, -1, -2))
+    x, y, t = on(device, a), on(device, b), on(device, transposed)
+    out = zyx.maximum(x + y, 0.0) * zyx.matrix_transpose(t)
+    ref = reference(a)
+    want = np.maximum(ref + reference(b), 0) * ref
+    (spec,) = schedule(Graph([out.node])).steps
+    assert isinstance(spec, KernelSpec)
+    for local, unroll in [(32, 4), (64, 16), (256, 4)]:
+        lowerer = Lowerer(spec, lambda n: n.realized, local, unroll, rows=True)
+        assert lowerer.by_dims()
+        lowered = lowerer.lower()
+        divides = [op for op in lowered.kernel.ops if isinstance(op, Binary)
+                   and op.op in (BOp.DIV, BOp.MOD)]  # fmt: skip
+        assert len(shape) > 2 or not divides, divides
+        poisoned = np.full(shape, np.nan, np.float32)
+        buf = device.pool.allocate(poisoned.nbytes)
+        device.pool.write(buf, poisoned)
+        args = [_bound(arg, spec.output, buf) for arg in lowered.args]
+        device.launch(device.compile(lowered.kernel), args)
+        got = np.empty(shape, np.float32)
+        device.pool.read(buf, got)
+        device.pool.release(buf)
+        assert_close(got, want, DType.F32, f"{shape} + {other} along rows, {local} x {unroll}")
+
+
+def _bound(arg: Any, out: Node, buf: Any) -> Any:
+    """A lowered kernel's argument at a launch: ``buf`` for its output, a realized node's
+    buffer, a scalar's value, a shape number as it is."""
+    if not isinstance(arg, Node):
+        return arg
+    if arg is out:
+        return buf
+    return arg.arg if arg.op is Op.SCALAR else arg.buffer
 
 
 def _poison(device: Device, shape: tuple[int, ...], dtype: DType) -> None:

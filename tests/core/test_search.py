@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from gpu_support import GpuShapedHost
 
 import zyx
 from zyx import search, tuning
@@ -414,6 +415,56 @@ def test_generated_variants_are_powers_of_two_within_the_device_nearest_the_defa
     # A GPU also tries more elements per trip of the row's loop; a CPU's OpenCL only the one.
     unrolls = set(UNROLLS) if info.warp_size > 1 else {UNROLL}
     assert {v.unroll for v in variants} == unrolls
+
+
+def _map_space(out: Any) -> search.Generated:
+    """The search space of the one map kernel that realizing ``out`` runs."""
+    sched = schedule(Graph([out.node]))
+    (spec,) = sched.steps
+    assert isinstance(spec, KernelSpec) and spec.reduction is None
+    device = spec.output.device
+    return search.Generated(spec, lambda n: n.realized, local_size(device, spec), device.compile)
+
+
+def test_a_map_kernel_of_per_dim_indices_runs_along_rows_on_a_gpu() -> None:
+    """A broadcast (``x + bias``) has a layout along its rows, no division per element,
+    and runs in it by default where a row holds a group's work; a flat output has none;
+    rows shorter than a group's work keep the flat default and offer rows only to groups
+    whose work is at most twice a row."""
+    device = GpuShapedHost()
+    rng = np.random.default_rng(13)
+    x = zyx.asarray(rng.standard_normal((64, 1200)).astype(np.float32), device=device)
+    bias = zyx.asarray(rng.standard_normal(1200).astype(np.float32), device=device)
+    broadcast = _map_space(zyx.maximum(x + bias, 0.0))
+    variants = broadcast.variants()
+    assert variants[0] == search.Layout(256, UNROLL, rows=True)
+    assert search.Layout(256, UNROLL) in variants and len(set(variants)) == len(variants)
+    assert all(v.local * v.unroll <= 2 * 1200 for v in variants if v.rows)
+    flat = _map_space(x * 2.0).variants()
+    assert flat[0] == search.Layout(256, UNROLL) and not any(v.rows for v in flat)
+    short = zyx.asarray(rng.standard_normal((1024, 100)).astype(np.float32), device=device)
+    rows = _map_space(short + bias[:100]).variants()
+    assert not rows[0].rows
+    assert {(v.local, v.unroll) for v in rows if v.rows} == {(32, 4)}
+
+
+def test_a_broadcast_along_rows_computes_what_numpy_does(array_device: Device) -> None:
+    """Realized through the front end as for a GPU (by default along rows, where a GPU's
+    group of 256 x 4 fits in a row), on each device and on the bounds-checked interpreter
+    dressed as a GPU, into poisoned outputs, in f32 and bf16."""
+    rng = np.random.default_rng(14)
+    values = rng.standard_normal((3, 70, 1100))
+    bias = rng.standard_normal((70, 1))
+    for device in (array_device, GpuShapedHost()):
+        for name, dtype in (("float32", DType.F32), ("bfloat16", DType.BF16)):
+            x = zyx.asarray(values, dtype=getattr(zyx, name), device=device)
+            b = zyx.asarray(bias, dtype=x.dtype, device=device)
+            out = zyx.maximum(x + b, 0.0)
+            if device.info.warp_size > 1:
+                assert _map_space(out).variants()[0].rows
+            zyx.realize(zyx.full(out.shape, float("nan"), dtype=x.dtype, device=device))
+            want = np.maximum(x.numpy().astype(np.float64) + b.numpy().astype(np.float64), 0)
+            assert_close(out.numpy(), want, dtype, f"maximum(x + bias, 0) on {device.name}")
 
 
 def test_only_a_row_read_in_a_loop_has_an_unroll_to_search() -> None:

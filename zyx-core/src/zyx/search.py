@@ -251,6 +251,8 @@ class Layout:
     """Work-items per group."""
     unroll: int = UNROLL
     """Elements a work-item reads per trip of its loop (``Lowerer``'s ``unroll``)."""
+    rows: bool = False
+    """A map kernel laid out along its output's rows (``Lowerer``'s ``rows``)."""
 
 
 class Generated:
@@ -258,7 +260,9 @@ class Generated:
     powers of two from ``MIN_LOCAL`` to the device's limit (at most ``MAX_LOCAL``), the
     runtime's rule (``default``, a power of two) first, and on a GPU (a warp of more than
     one) each with the elements per trip ``UNROLLS`` where its kernel has a loop to unroll
-    (a map kernel, a reduce kernel whose row is not resident); the default alone under
+    (a map kernel, a reduce kernel whose row is not resident), and a map kernel whose
+    elements need their per-dim indices each also laid out along its rows (``_rows``,
+    the default's layout where a row holds a group's work); the default alone under
     ``MIN_ELEMENTS``, and on the host (``zyx.graph.cpu``: a group is one work-item).
 
     Timing binds the kernel's realized inputs and scalars as they are, and zero-filled
@@ -280,6 +284,8 @@ class Generated:
         self.compile = compile
         self._lowered: dict[Layout, Lowered] = {}
         self._scratch: dict[int, Buffer] = {}
+        self._first: Layout | None = None
+        self._by_dims: bool | None = None
 
     @property
     def device(self) -> Device:
@@ -287,13 +293,23 @@ class Generated:
 
     @property
     def name(self) -> str:
-        return self.lowered(Layout(self.default)).kernel.name
+        return self.lowered(self.first).kernel.name
+
+    @property
+    def first(self) -> Layout:
+        """The default variant: the runtime's local size, along rows where a map kernel
+        has them (``_rows``) and each row holds the work of a group."""
+        found = self._first
+        if found is None:
+            local = self.default
+            found = self._first = Layout(local, rows=self._rows(local, UNROLL, whole=True))
+        return found
 
     def variants(self) -> list[Layout]:
         """The default, then the others nearest it first (by factors of two in both the
-        local size and the unroll): those a budget leaves untried are the least likely
-        to win."""
-        first = Layout(self.default)
+        local size and the unroll, then the same layout before the other): those a budget
+        leaves untried are the least likely to win."""
+        first = self.first
         reduction = self.spec.reduction
         if (prod(reduction[0]) if reduction else self.spec.output.size) < MIN_ELEMENTS:
             return [first]
@@ -305,7 +321,10 @@ class Generated:
         size = MIN_LOCAL
         while size <= limit:
             unrolls = UNROLLS if info.warp_size > 1 and self._loops(size) else (UNROLL,)
-            layouts.extend(Layout(size, u) for u in unrolls)
+            for u in unrolls:
+                layouts.append(Layout(size, u))
+                if self._rows(size, u):
+                    layouts.append(Layout(size, u, rows=True))
             size *= 2
         others = sorted((v for v in layouts if v != first), key=self._distance)
         return [first, *others]
@@ -314,14 +333,34 @@ class Generated:
         """Whether the kernel at ``local`` work-items per group has a loop to unroll."""
         return self.spec.reduction is None or not resident(self.spec, local)
 
-    def _distance(self, v: Layout) -> tuple[float, int, int]:
-        return (abs(log2(v.local / self.default)) + abs(log2(v.unroll / UNROLL)), v.local, v.unroll)
+    def _rows(self, local: int, unroll: int, whole: bool = False) -> bool:
+        """Whether a map kernel can be laid out along its output's rows at ``local`` and
+        ``unroll`` (``Lowerer._map``): on a device of work-groups, for an output whose
+        elements need their per-dim indices, whose rows and chunks of a row fit the
+        device's group counts; a row at least half a group's work (all of it: ``whole``),
+        where fewer work-items would sit idle past its end."""
+        shape, info = self.spec.output.shape, self.device.info
+        if self.spec.reduction is not None or cpu_layout(self.device) or len(shape) < 2:
+            return False
+        rows, chunk = prod(shape[:-1]), local * unroll
+        chunks = -(-shape[-1] // chunk)
+        fits = rows <= info.max_global_work_dims[0] and chunks <= info.max_global_work_dims[1]
+        long = shape[-1] >= (chunk if whole else chunk // 2)
+        if not (rows > 1 and fits and long):
+            return False
+        if self._by_dims is None:
+            self._by_dims = Lowerer(self.spec, self.is_input, local).by_dims()
+        return self._by_dims
+
+    def _distance(self, v: Layout) -> tuple[float, bool, int, int]:
+        steps = abs(log2(v.local / self.default)) + abs(log2(v.unroll / UNROLL))
+        return (steps, v.rows != self.first.rows, v.local, v.unroll)
 
     def key(self) -> str:
         """The kernel's IR and its sizes (shape numbers, strides, offsets) each rounded up
         to a power of two: the shapes of one such bucket share a winner, so a program of
         many shapes searches each bucket once, not each shape."""
-        lowered = self.lowered(Layout(self.default))
+        lowered = self.lowered(self.first)
         sizes = tuple(_bucket(a) for a in lowered.args if not isinstance(a, Node))
         return repr((lowered.kernel.ops, sizes))
 
@@ -330,7 +369,8 @@ class Generated:
         found = self._lowered.get(variant)
         if found is None:
             make = CpuLowerer if cpu_layout(self.device) else Lowerer
-            lowerer = make(self.spec, self.is_input, variant.local, variant.unroll)
+            local, unroll, rows = variant.local, variant.unroll, variant.rows
+            lowerer = make(self.spec, self.is_input, local, unroll, rows)
             found = self._lowered[variant] = lowerer.lower()
         return found
 

@@ -85,19 +85,9 @@ class CpuLowerer(Lowerer):
 
     def _map(self) -> Lowered:
         shape = self.spec.output.shape
-        if len(shape) > 1 and prod(shape[:-1]) > 1 and self._by_dims():
+        if len(shape) > 1 and prod(shape[:-1]) > 1 and self.by_dims():
             return self._map_rows()
         return self._map_flat()
-
-    def _by_dims(self) -> bool:
-        """Whether the output's value needs its per-dim indices (a broadcast, a permute, a
-        slice), not only its flat one: derived from a flat index, they cost a division per
-        dim and element."""
-        probe = Lowerer(self.spec, self.is_input, self.local)
-        x = probe.x
-        index = Index(x, probe.sizes(self.spec.output.shape), flat=x.special("gid", 0))
-        probe.value(self.spec.output, index)
-        return index.has_dims
 
     def _map_flat(self) -> Lowered:
         """``MAP_CHUNK`` consecutive elements per group."""

@@ -7,7 +7,8 @@ pass the index on, views and reshapes turn it into an index of their source, and
 
 Three templates:
 
-- map: one work-item per output element, flat index ``gid * L + lid``;
+- map: ``unroll`` output elements per work-item, ``L`` apart, along the flat output, or
+  along its rows where the elements need their per-dim indices (``Lowerer._map``);
 - group reduce: one work-group per row (the kept dims), its work-items striding over the
   reduced elements, then a tree in local memory (where the device's warps exchange
   registers: shuffles within each warp, one barrier between them); for rows whose
@@ -178,11 +179,15 @@ class Index:
 class Lowerer:
     """Builds the expressions of one kernel, then writes its IR."""
 
-    def __init__(self, spec: KernelSpec, is_input: Any, local: int, unroll: int = UNROLL) -> None:
+    def __init__(
+        self, spec: KernelSpec, is_input: Any, local: int, unroll: int = UNROLL, rows: bool = False
+    ) -> None:  # fmt: skip
         self.spec = spec
         self.is_input = is_input
         self.local = local
         self.unroll = unroll
+        self.rows = rows
+        """A map kernel's layout along the rows of its output (``_map``)."""
         info = spec.output.device.info
         self.shuffle = info.shuffle and info.warp_size == WARP
         """Whether a group's reductions combine its warps' values by ``Shuffle``s."""
@@ -426,27 +431,59 @@ class Lowerer:
     def _map(self) -> Lowered:
         """``unroll`` elements per work-item, ``local`` apart (each group's reads and writes
         stay contiguous), read at clamped positions so the reads have no branch and are in
-        flight together; only the stores are guarded."""
+        flight together; only the stores are guarded. Along the flat output, or with
+        ``rows`` along its last dim: a group per row (group axis 0) and chunk of the row
+        (axis 1), so the row's other indices are the group's, where the flat layout
+        derives each element's per-dim indices with a division per dim (a broadcast, a
+        permute: an i64 division by a size is dozens of a GPU's instructions)."""
         x, out, local, unroll = self.x, self.spec.output, self.local, self.unroll
-        n = self.count(out.size)
+        chunk = local * unroll
         gid, lid = x.special("gid", 0), x.special("lid", 0)
-        base = x.add(x.mul(gid, x.const(local * unroll)), lid)
         sizes = self.sizes(out.shape)
+        if self.rows:
+            part, n, row = x.special("gid", 1), sizes[-1], gid
+            outer = Index(x, sizes[:-1], flat=row).dims
+            rows_n = prod(out.shape[:-1])
+            groups = [(gid, self.count(rows_n), 1), (part, n, chunk)]
+            groups_n = rows_n * -(-out.shape[-1] // chunk)
+
+            def place(k: Expr) -> Index:
+                return Index(x, sizes, dims=[*outer, k], flat=x.add(x.mul(row, n), k))
+        else:
+            part = gid
+            n = self.count(out.size)
+            groups, groups_n = [(gid, n, chunk)], -(-out.size // chunk)
+
+            def place(k: Expr) -> Index:
+                return Index(x, sizes, flat=k)
+
+        base = x.add(x.mul(part, x.const(chunk)), lid)
         steps = []
         for u in range(unroll):
             i = x.add(base, x.const(u * local))
             valid = x.lt(i, n)
-            at = Index(x, sizes, flat=x.where(valid, i, x.const(0)))
+            at = place(x.where(valid, i, x.const(0)))
             steps.append((valid, at.flat, self.value(out, at)))
         slot = self.slot(out, ParamKind.GLOBAL_MUT)
         emit, kb = self._begin("e")
-        emit.bind(gid, kb.group(0, ceil_div(self._syms[n.arg], local * unroll)))
+        for special, count, per in groups:
+            emit.bind(special, kb.group(special.arg, ceil_div(self._syms[count.arg], per)))
         emit.bind(lid, kb.local(0, local))
         values = [emit.value(value) for _, _, value in steps]
         for (valid, i, _), value in zip(steps, values):
             with kb.if_(emit.value(valid)), emit.scope():
                 kb.store(self._buffers[slot], emit.value(i), value)
-        return Lowered(kb.build(), self.args + self.sym_args, -(-out.size // (local * unroll)))
+        return Lowered(kb.build(), self.args + self.sym_args, groups_n)
+
+    def by_dims(self) -> bool:
+        """Whether the output's value needs its per-dim indices (a broadcast, a permute, a
+        slice), not only its flat one: derived from a flat index, they cost a division per
+        dim and element. (A probe: lowers nothing of this kernel.)"""
+        probe = Lowerer(self.spec, self.is_input, self.local)
+        x = probe.x
+        index = Index(x, probe.sizes(self.spec.output.shape), flat=x.special("gid", 0))
+        probe.value(self.spec.output, index)
+        return index.has_dims
 
     def count(self, value: int) -> Expr:
         """A ``Variable`` for a work count, even where it is 1 (a group count is one)."""
