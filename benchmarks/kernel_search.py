@@ -1,6 +1,6 @@
-"""Kernel search on each device: what the local size of generated kernels is worth.
+"""Kernel search on each device: what the variants of generated kernels are worth.
 
-    python benchmarks/kernel_search.py [DEVICE ...]
+    python benchmarks/kernel_search.py [DEVICE ...] [--only WORDS]
         # writes kernel_search_<machine>.json to $OUT or . (benchmarks/results.py)
 
 For each workload (a row sum, a column sum, a row softmax, an elementwise chain, a bias and
@@ -19,6 +19,7 @@ is read or written (each search is called directly).
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable
@@ -163,9 +164,14 @@ def schema_rows(row: dict[str, Any]) -> list[results.Row]:
     return [results.row(workload, who, times[v] / 1e3, "µs", note) for who, v, note in picks]
 
 
-def main(names: list[str]) -> None:
-    devices = [zyx.device(n) for n in names] if names else zyx.devices()
-    rows = [row for d in devices if not d.interpreted for w in WORKLOADS for row in measure(d, w)]
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("devices", nargs="*", help="zyx device names (default: every device)")
+    parser.add_argument("--only", default="", help="the workloads whose names hold these words")
+    args = parser.parse_args()
+    devices = [zyx.device(n) for n in args.devices] if args.devices else zyx.devices()
+    names = [w for w in WORKLOADS if args.only in w]
+    rows = [row for d in devices if not d.interpreted for w in names for row in measure(d, w)]
     hardware = "; ".join(dict.fromkeys(results.describe(d)[0] for d in devices))
     driver = "; ".join(dict.fromkeys(results.describe(d)[1] for d in devices))
     env = results.environment(
@@ -178,4 +184,4 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()
