@@ -3,12 +3,13 @@
     python benchmarks/small_op_profile.py [--device cuda]
 
 Times each phase of the front end's path alone (median µs of many calls, wall clock):
-recording the op, the plan cache's key (``structure``), running the cached plan
-(allocate, launch, release), and reading the result into numpy; then the whole call, and
-a cProfile of it (its top functions by own time). On CUDA, the driver's own routes for a
-read of the same 4 KiB too (raw cuda-python: into the pageable array, or into page-locked
-memory and copied over), the floor under "read a realized result". For finding Python
-overhead, not for comparing with peers (``frontend_bench.py`` does that).
+recording the op, the plan cache's key (``structure``: the C walk the runtime calls where
+it is built, and the Python walk), running the cached plan (allocate, launch, release),
+and reading the result into numpy; then the whole call, and a cProfile of it (its top
+functions by own time). On CUDA, the driver's own routes for a read of the same 4 KiB too
+(raw cuda-python: into the pageable array, or into page-locked memory and copied over),
+the floor under "read a realized result". For finding Python overhead, not for comparing
+with peers (``frontend_bench.py`` does that).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 
 import zyx
 from zyx import runtime
+from zyx.graph.structure import fastest
 
 
 def median_us(fn: Callable[[], object], calls: int = 2000, repeats: int = 7) -> float:
@@ -52,6 +54,7 @@ def main() -> None:
     node = (a + b).node
     key, leaves = runtime.structure([node])
     plan = runtime.runtime.plans[key]
+    walk = fastest()  # what the runtime calls: the C walk where it is built
 
     def run_plan() -> None:
         target = (a + b).node
@@ -60,7 +63,8 @@ def main() -> None:
 
     phases = {
         "record a + b": lambda: a + b,
-        "structure (plan key)": lambda: runtime.structure([node]),
+        "structure (plan key)": lambda: walk([node]),
+        "structure, Python walk": lambda: runtime.structure([node]),
         "record + run cached plan": run_plan,
         "zyx.realize(a + b)": lambda: zyx.realize(a + b),
         "read a realized result": done.numpy,
