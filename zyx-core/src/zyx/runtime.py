@@ -260,11 +260,13 @@ class Runtime:
             capture.reads += 1
         with self.lock:
             try:
-                self._realize([node] if not node.realized else [])
+                if node.buffer is None:
+                    self._realize([node])
                 out: np.ndarray[Any, Any] = _numpy().empty(node.shape, dtype=node.dtype.numpy)
-                if node.size:
-                    assert node.buffer is not None
-                    node.buffer.pool.read(node.buffer, out)
+                buf = node.buffer
+                if out.nbytes:  # numpy's, not the node's properties: each is a Python call
+                    assert buf is not None
+                    buf.pool.read(buf, out)
                 return out
             finally:
                 allocator.drain()

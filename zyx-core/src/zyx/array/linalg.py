@@ -12,6 +12,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import NamedTuple
 
 from zyx.array.dtypes import promote
 from zyx.array.manipulation import (
@@ -22,7 +23,7 @@ from zyx.array.manipulation import (
 )
 from zyx.dtypes import DType, DTypeCapability
 from zyx.graph import nodes
-from zyx.graph.nodes import Node, ReduceOp
+from zyx.graph.nodes import Node, ReduceOp, Reduction
 from zyx.graph.views import View
 from zyx.ir.ops import BOp
 from zyx.tensor import Tensor, require, same_device
@@ -64,20 +65,31 @@ def _permuted(node: Node, order: tuple[int, ...]) -> Node:
 
 def matmul(x1: Tensor, x2: Tensor, /) -> Tensor:
     dtype = _operands("matmul", x1, x2)
-    left, right, out = _matmul_views(x1.shape, x2.shape)
-    a = nodes.view(nodes.cast(x1.node, dtype), left)
-    b = nodes.view(nodes.cast(x2.node, dtype), right)
+    a, b = x1.node, x2.node
+    left, right, summed, kept, out = _matmul_parts(a.shape, b.shape)
+    a = nodes.view(nodes.cast(a, dtype), left)
+    b = nodes.view(nodes.cast(b, dtype), right)
     product = nodes.binary(_MUL, a, b, dtype)
-    total = nodes.reduce(_SUM, product, (len(product.shape) - 1,), dtype)
-    return Tensor(nodes.view(total, out))
+    return Tensor(nodes.view(nodes.reduced(summed, product, kept, dtype), out))
+
+
+class _Matmul(NamedTuple):
+    left: View
+    right: View
+    summed: Reduction
+    """The sum over k, the product's last dim."""
+    kept: tuple[int, ...]
+    """The sum's shape: k kept as 1."""
+    out: View
 
 
 @lru_cache(maxsize=1024)
-def _matmul_views(shape1: tuple[int, ...], shape2: tuple[int, ...]) -> tuple[View, View, View]:
+def _matmul_parts(shape1: tuple[int, ...], shape2: tuple[int, ...]) -> _Matmul:
     """The views ``matmul`` reads its operands of ``shape1`` and ``shape2`` through, as
-    (..., n, 1, k) * (..., 1, m, k), and the view of the sum over k in the result's shape.
-    Memoized: a program multiplies the same shapes again each call, and composing the views
-    (a reshape, a transpose and a broadcast each) cost most of recording a matmul."""
+    (..., n, 1, k) * (..., 1, m, k), the sum over k, and the view of the sum in the
+    result's shape. Memoized: a program multiplies the same shapes again each call, and
+    composing the views (a reshape, a transpose and a broadcast each) cost most of
+    recording a matmul; making the sum's ``Reduction`` and shape, a fifth of the rest."""
     if not shape1 or not shape2:
         raise ValueError("matmul does not take 0-D arrays (the standard); use multiply")
     a = (1,) + shape1 if len(shape1) == 1 else shape1
@@ -96,8 +108,14 @@ def _matmul_views(shape1: tuple[int, ...], shape2: tuple[int, ...]) -> tuple[Vie
         out = out[:-2] + out[-1:]
     if len(shape2) == 1:
         out = out[:-1]
-    summed = _squeezed(View.identity(shape[:-1] + (1,)), out)
-    return _broadcast(left, shape), _broadcast(right, shape), summed
+    kept = shape[:-1] + (1,)
+    return _Matmul(
+        _broadcast(left, shape),
+        _broadcast(right, shape),
+        Reduction(_SUM, (len(shape) - 1,)),
+        kept,
+        _squeezed(View.identity(kept), out),
+    )
 
 
 def _squeezed(view: View, shape: tuple[int, ...]) -> View:
