@@ -39,3 +39,12 @@ def test_staging_lanes_check_their_arguments(module: ModuleType) -> None:
         module.upload(1, 2, 3, 0, 1, 5, 6, 7, 8, 9)
     with pytest.raises(OverflowError):
         module.download(-1, *lane[1:])
+
+
+def test_read_checks_its_arguments(module: ModuleType) -> None:
+    with pytest.raises(RuntimeError, match="before bind_copies"):
+        module.read(bytearray(4), 1, 0, 0)
+    with pytest.raises(TypeError, match="4 arguments"):
+        module.read(bytearray(4), 1, 4, 0, 0)  # the old form, with a byte count
+    with pytest.raises(OverflowError):
+        module.read(bytearray(4), -1, 0, 0)

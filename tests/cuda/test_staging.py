@@ -369,6 +369,21 @@ def test_small_reads_are_one_dma_and_a_wait(
         assert fake.pinned == [] and into == [back.ctypes.data for back in backs]
 
 
+def test_a_native_read_takes_only_writable_contiguous_memory(native_lanes: NativeLanes) -> None:
+    """The native read takes the destination's address from its buffer, refusing one it
+    could not write in place before any DMA."""
+    fake = native_lanes.driver = FakeDriver()
+    device = np.arange(64, dtype=np.uint8)
+    back = np.zeros(128, np.uint8)
+    for host in (memoryview(bytes(64)), memoryview(back)[::2]):
+        with pytest.raises(BufferError):
+            native_lanes.module.read(host, device.ctypes.data, 0, 0)
+    assert fake.log == [] and fake.synchronized == 0
+    result, call = native_lanes.module.read(memoryview(back)[:64], device.ctypes.data, 0, 0)
+    assert (result, call) == (0, "") and fake.synchronized == 1
+    np.testing.assert_array_equal(back[:64], device)
+
+
 def test_a_failed_small_read_names_the_call(
     lanes_of: Callable[[int], staging.Staging], monkeypatch: pytest.MonkeyPatch
 ) -> None:

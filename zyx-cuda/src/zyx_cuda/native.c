@@ -256,19 +256,21 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return lane_result(status, call ? call : "");
 }
 
-/* read(host, device, bytes, bounce, stream) -> (CUresult, call): device to host on the
- * stream, returning when done. The DMA goes into page-locked ``bounce`` (of ``bytes`` at
- * least), then a memcpy into ``host``, as the driver would stage a pageable destination
- * itself; ``bounce`` 0: the DMA's destination is ``host`` (page-locked, or staged by the
- * driver). */
+/* read(host, device, bounce, stream) -> (CUresult, call): device to host on the stream,
+ * all of ``host`` (a writable contiguous buffer: its address is taken here, where through
+ * ctypes it cost more than this call), returning when done. The DMA goes into page-locked
+ * ``bounce`` (of ``host``'s size at least), then a memcpy into ``host``, as the driver
+ * would stage a pageable destination itself; ``bounce`` 0: the DMA's destination is
+ * ``host`` (page-locked, or staged by the driver). ``host`` stays exported until the copy
+ * is done, so it cannot be resized under it. */
 static PyObject *read_whole(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    size_t v[5];
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "read takes 5 arguments, got %zd", nargs);
+    size_t v[3];
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "read takes 4 arguments, got %zd", nargs);
         return NULL;
     }
-    for (int i = 0; i < 5; i++) {
-        v[i] = PyLong_AsSize_t(args[i]);
+    for (int i = 0; i < 3; i++) {
+        v[i] = PyLong_AsSize_t(args[1 + i]);
         if (v[i] == (size_t)-1 && PyErr_Occurred())
             return NULL;
     }
@@ -276,18 +278,23 @@ static PyObject *read_whole(PyObject *self, PyObject *const *args, Py_ssize_t na
         PyErr_SetString(PyExc_RuntimeError, "read before bind_copies");
         return NULL;
     }
-    char *host = (char *)v[0], *bounce = (char *)v[3];
-    size_t bytes = v[2];
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS))
+        return NULL;
+    char *host = (char *)view.buf, *bounce = (char *)v[1];
+    size_t bytes = (size_t)view.len;
+    void *stream = (void *)v[2];
     int status;
     const char *call = "";
     Py_BEGIN_ALLOW_THREADS
-    if ((status = copy_dtoh(bounce ? bounce : host, (uint64_t)v[1], bytes, (void *)v[4])))
+    if ((status = copy_dtoh(bounce ? bounce : host, (uint64_t)v[0], bytes, stream)))
         call = "cuMemcpyDtoHAsync";
-    else if ((status = stream_sync((void *)v[4])))
+    else if ((status = stream_sync(stream)))
         call = "cuStreamSynchronize";
     else if (bounce)
         memcpy(host, bounce, bytes);
     Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
     return lane_result(status, call);
 }
 
@@ -529,7 +536,7 @@ static PyMethodDef methods[] = {
     {"bind_copies", (PyCFunction)(void (*)(void))bind_copies, METH_FASTCALL,
      "bind_copies(htod, dtoh, record, event_sync, stream_sync): the driver's entry points"},
     {"read", (PyCFunction)(void (*)(void))read_whole, METH_FASTCALL,
-     "read(host, device, bytes, bounce, stream) -> (CUresult, call)"},
+     "read(host, device, bounce, stream) -> (CUresult, call): host a writable buffer"},
     {"upload", (PyCFunction)(void (*)(void))upload, METH_FASTCALL,
      "upload(device, host, bytes, next, slot_bytes, slot0, event0, slot1, event1, stream) "
      "-> (CUresult, call)"},

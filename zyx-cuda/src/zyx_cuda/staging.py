@@ -122,7 +122,7 @@ class Staging:
         self.slot_bytes = slot_bytes
         self._lanes: list[tuple[_Slot, _Slot]] = []
         self._workers: ThreadPoolExecutor | None = None
-        self._bounce_ptr: int | None = None
+        self._bounce_ptr = 0
         self._native = copier()
 
     def upload(self, dst: int, src: memoryview, stream: Any) -> None:
@@ -153,20 +153,25 @@ class Staging:
     def download(self, dst: memoryview, src: int, stream: Any) -> None:
         """Copy device address ``src`` into host ``dst`` on ``stream``; returns when done.
         The caller holds the pool's lock (the bounce buffer is the pool's)."""
+        nbytes = dst.nbytes
+        if nbytes > DIRECT_BYTES and not page_locked(address(dst), nbytes):
+            self._download_staged(dst, src, stream)
+            return
+        if self._native is None:
+            copy = driver.cuMemcpyDtoHAsync(address(dst), src, nbytes, stream)
+            check(ErrorStatus.MEMORY_COPY_P2H, "cuMemcpyDtoHAsync", copy)
+            _synchronize(stream)
+            return
+        # The native read takes ``dst``'s address itself: ``address`` cost more than it.
+        bounce = self._bounce() if nbytes <= BOUNCE_BYTES else 0
+        result, what = self._native.read(dst, src, bounce, int(stream))
+        if result:
+            raise cuda_error(ErrorStatus.MEMORY_COPY_P2H, what, result)
+
+    def _download_staged(self, dst: memoryview, src: int, stream: Any) -> None:
+        """``download`` of pageable memory above ``DIRECT_BYTES``, through the lanes."""
         status = ErrorStatus.MEMORY_COPY_P2H
         base = address(dst)
-        direct = dst.nbytes <= DIRECT_BYTES
-        if direct or page_locked(base, dst.nbytes):
-            if self._native is None:
-                copy = driver.cuMemcpyDtoHAsync(base, src, dst.nbytes, stream)
-                check(status, "cuMemcpyDtoHAsync", copy)
-                _synchronize(stream)
-                return
-            bounce = self._bounce() if dst.nbytes <= BOUNCE_BYTES else 0
-            result, what = self._native.read(base, src, dst.nbytes, bounce, int(stream))
-            if result:
-                raise cuda_error(status, what, result)
-            return
         if self._native is not None:
             download = self._native.download
             self._run(
@@ -185,7 +190,7 @@ class Staging:
 
     def _bounce(self) -> int:
         """The page-locked ``BOUNCE_BYTES`` that small reads land in (allocated on the first)."""
-        if self._bounce_ptr is None:
+        if not self._bounce_ptr:
             found = driver.cuMemHostAlloc(BOUNCE_BYTES, 0)
             self._bounce_ptr = int(check(ErrorStatus.MEMORY_ALLOCATION, "cuMemHostAlloc", found))
         return self._bounce_ptr
