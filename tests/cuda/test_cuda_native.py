@@ -48,3 +48,8 @@ def test_read_checks_its_arguments(module: ModuleType) -> None:
         module.read(bytearray(4), 1, 4, 0, 0)  # the old form, with a byte count
     with pytest.raises(OverflowError):
         module.read(bytearray(4), -1, 0, 0)
+
+
+def test_a_reader_needs_the_bound_calls(module: ModuleType) -> None:
+    with pytest.raises(RuntimeError, match="before bind and bind_copies"):
+        module.Reader(None, None, None, 1, 1, 1, 1)

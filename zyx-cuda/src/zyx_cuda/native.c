@@ -9,6 +9,8 @@
  * DMA; in Python each chunk cost a GIL handoff per driver call.
  * read: a small device-to-host copy, whole, without the GIL: through cuda-python its two
  * driver calls cost more host time than the DMA of a few KiB.
+ * Reader: a pool's small read whole in C, its stream's choice and bookkeeping too (below),
+ * where the layers of Python around that copy cost more than it.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -256,6 +258,21 @@ static PyObject *download(PyObject *self, PyObject *const *args, Py_ssize_t narg
     return lane_result(status, call ? call : "");
 }
 
+/* The DMA of ``bytes`` at ``src`` into ``host`` (through ``bounce`` where not NULL) on
+ * ``stream``, and its wait; the CUresult, and ``*call`` names the call that failed. Runs
+ * without the GIL. */
+static int dma_read(char *host, uint64_t src, size_t bytes, char *bounce, void *stream,
+                    const char **call) {
+    int status;
+    if ((status = copy_dtoh(bounce ? bounce : host, src, bytes, stream)))
+        *call = "cuMemcpyDtoHAsync";
+    else if ((status = stream_sync(stream)))
+        *call = "cuStreamSynchronize";
+    else if (bounce)
+        memcpy(host, bounce, bytes);
+    return status;
+}
+
 /* read(host, device, bounce, stream) -> (CUresult, call): device to host on the stream,
  * all of ``host`` (a writable contiguous buffer: its address is taken here, where through
  * ctypes it cost more than this call), returning when done. The DMA goes into page-locked
@@ -283,16 +300,10 @@ static PyObject *read_whole(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     char *host = (char *)view.buf, *bounce = (char *)v[1];
     size_t bytes = (size_t)view.len;
-    void *stream = (void *)v[2];
-    int status;
     const char *call = "";
+    int status;
     Py_BEGIN_ALLOW_THREADS
-    if ((status = copy_dtoh(bounce ? bounce : host, (uint64_t)v[0], bytes, stream)))
-        call = "cuMemcpyDtoHAsync";
-    else if ((status = stream_sync(stream)))
-        call = "cuStreamSynchronize";
-    else if (bounce)
-        memcpy(host, bounce, bytes);
+    status = dma_read(host, (uint64_t)v[0], bytes, bounce, (void *)v[2], &call);
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     return lane_result(status, call);
@@ -527,6 +538,209 @@ static PyTypeObject LauncherType = {
     .tp_members = launcher_members,
 };
 
+/* ---- Reader: a small read of a buffer, for the steady state ------------------------
+ *
+ * ``CudaPool._read_python`` (pool.py) is the read in Python, and the specification of this
+ * one: the stream the tracker chooses for a command reading the buffer, the read recorded
+ * there, the DMA (through the page-locked bounce buffer up to its size, as ``read`` above)
+ * and the stream's wait, then the stream done and the deferred frees that completed run.
+ * ``Reader.read`` does it here where nothing is unusual: its context current, a buffer of
+ * the pool, a destination of at most ``direct`` bytes that it can write in place, the
+ * buffer's record an ``Access``, no cross-stream wait, no marks left on the stream (the
+ * stream's done then needs no driver call). Else it returns -1 having changed nothing, and
+ * the pool takes the Python path. Where a deferred free is waiting it calls
+ * ``Streams.collect`` itself. The pool's lock is held by the caller (``MemoryPool.read``).
+ */
+
+typedef struct {
+    PyObject_HEAD
+    ZyxTracking tracking; /* of a "program" reading one buffer: param 0 */
+    PyObject *streams;    /* zyx_cuda.streams.Streams: its _marks, _deferred, collect() */
+    PyObject *marks;      /* Streams._marks: per stream, a deque of marks not seen done */
+    PyObject *failure;    /* failure(CUresult, call) -> the exception to raise */
+    void *context;
+    char *bounce;
+    Py_ssize_t bounce_bytes, direct_bytes;
+    Py_ssize_t reads; /* reads run here, not in _read_python */
+} Reader;
+
+static int reader_traverse(Reader *self, visitproc visit, void *arg) {
+    Py_VISIT(self->streams);
+    Py_VISIT(self->marks);
+    Py_VISIT(self->failure);
+    return zyx_tracking_traverse(&self->tracking, visit, arg);
+}
+
+static int reader_clear(Reader *self) {
+    Py_CLEAR(self->streams);
+    Py_CLEAR(self->marks);
+    Py_CLEAR(self->failure);
+    zyx_tracking_clear(&self->tracking);
+    return 0;
+}
+
+static void reader_dealloc(Reader *self) {
+    PyObject_GC_UnTrack(self);
+    reader_clear(self);
+    zyx_tracking_free(&self->tracking);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Reader(layout, streams, failure, context, bounce, bounce_bytes, direct_bytes): a
+ * zyx.native.LaunchLayout of one read param on ``streams``; the rest plain ints but
+ * ``failure``. */
+static int reader_init(Reader *self, PyObject *args, PyObject *kwargs) {
+    PyObject *layout, *streams, *failure, *context, *bounce;
+    if (!PyArg_ParseTuple(args, "OOOOOnn", &layout, &streams, &failure, &context, &bounce,
+                          &self->bounce_bytes, &self->direct_bytes))
+        return -1;
+    if (ctx_get_current == NULL || stream_sync == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Reader before bind and bind_copies");
+        return -1;
+    }
+    self->context = PyLong_AsVoidPtr(context);
+    self->bounce = (char *)PyLong_AsVoidPtr(bounce);
+    if (PyErr_Occurred() || zyx_tracking_init(&self->tracking, layout) ||
+        zyx_hold_field(&self->marks, streams, "_marks"))
+        return -1;
+    ZyxTracking *t = &self->tracking;
+    if (t->params != 1 || t->reads != 1 || t->buffers != 1 || !PyList_CheckExact(self->marks) ||
+        PyList_GET_SIZE(self->marks) != t->queues || self->bounce == NULL ||
+        self->bounce_bytes > self->direct_bytes) {
+        PyErr_SetString(PyExc_ValueError, "Reader: a layout of one read param, a mark queue "
+                                          "per stream, a bounce buffer within direct");
+        return -1;
+    }
+    Py_XSETREF(self->streams, Py_NewRef(streams));
+    Py_XSETREF(self->failure, Py_NewRef(failure));
+    return 0;
+}
+
+/* The DMA of ``bytes`` at device address ``src`` into ``host`` on ``stream`` and its wait;
+ * NULL with the exception ``failure`` makes where one failed. */
+static PyObject *reader_copy(Reader *self, char *host, uint64_t src, size_t bytes,
+                             void *stream) {
+    char *bounce = (Py_ssize_t)bytes <= self->bounce_bytes ? self->bounce : NULL;
+    const char *call = "";
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    status = dma_read(host, src, bytes, bounce, stream, &call);
+    Py_END_ALLOW_THREADS
+    if (status == 0)
+        Py_RETURN_NONE;
+    PyObject *error = PyObject_CallFunction(self->failure, "is", status, call);
+    if (error != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+        Py_DECREF(error);
+    }
+    return NULL;
+}
+
+/* Sequencer.done(queue) where the stream holds no marks, then Sequencer.collect (in
+ * Python, where a deferred action waits): 0, or -1 with an exception. */
+static int reader_done(Reader *self, long queue) {
+    ZyxTracking *t = &self->tracking;
+    PyList_SetItem(t->reached, queue, Py_NewRef(PyList_GET_ITEM(t->issued, queue)));
+    PyObject *zero = PyLong_FromLong(0); /* DependencyTracker.idle: it caught up */
+    if (zero == NULL)
+        return -1;
+    PyList_SetItem(t->load, queue, zero);
+    PyObject *deferred = PyObject_GetAttrString(self->streams, "_deferred");
+    if (deferred == NULL)
+        return -1;
+    Py_ssize_t waiting = PyObject_Length(deferred);
+    Py_DECREF(deferred);
+    if (waiting <= 0)
+        return (int)waiting;
+    PyObject *done = PyObject_CallMethod(self->streams, "collect", NULL);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* Whether the read may run here: ``queue`` a stream of no marks, needing no wait. */
+static int reader_quiet(Reader *self, PyObject **records, long queue) {
+    if (queue < 0 || zyx_tracking_hazard(&self->tracking, records, queue))
+        return 0;
+    Py_ssize_t marks = PyObject_Length(PyList_GET_ITEM(self->marks, queue));
+    if (marks < 0)
+        PyErr_Clear();
+    return marks == 0;
+}
+
+/* read(buf, view, offset) -> the stream it ran on, or -1: the Python path's */
+static PyObject *reader_read(Reader *self, PyObject *const *args, Py_ssize_t nargs) {
+    ZyxTracking *t = &self->tracking;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "read takes 3 arguments, got %zd", nargs);
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    void *current = NULL;
+    if (ctx_get_current(&current) || current != self->context || !zyx_of_pool(t, buf) ||
+        !zyx_alive(t, args))
+        return PyLong_FromLong(-1);
+    long offset = zyx_small_int(args[2]);
+    PyObject *handle = ZYX_SLOT(buf, t->handle_at);
+    if (offset < 0 || handle == NULL || !PyLong_CheckExact(handle))
+        return PyLong_FromLong(-1);
+    uint64_t src = PyLong_AsUnsignedLongLong(handle);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        return PyLong_FromLong(-1);
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)) {
+        PyErr_Clear();
+        return PyLong_FromLong(-1);
+    }
+    PyObject *bufs[1], *records[1], *done = NULL;
+    if (view.len > self->direct_bytes || zyx_tracking_hold(t, args, bufs, records)) {
+        PyBuffer_Release(&view);
+        return PyLong_FromLong(-1);
+    }
+    long queue = zyx_tracking_choose(t, records);
+    if (!reader_quiet(self, records, queue))
+        done = PyLong_FromLong(-1);
+    else if (!zyx_tracking_commit(t, bufs, records, queue)) {
+        done = reader_copy(self, view.buf, src + (uint64_t)offset, (size_t)view.len,
+                           t->handles[queue]);
+        if (done != NULL) {
+            Py_DECREF(done);
+            done = reader_done(self, queue) ? NULL : PyLong_FromLong(queue);
+            self->reads += done != NULL;
+        }
+    }
+    zyx_tracking_release(t, bufs, records);
+    PyBuffer_Release(&view);
+    return done;
+}
+
+static PyMethodDef reader_methods[] = {
+    {"read", (PyCFunction)(void (*)(void))reader_read, METH_FASTCALL,
+     "read(buf, view, offset) -> the stream it ran on, or -1 (the Python path's)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef reader_members[] = {
+    {"reads", T_PYSSIZET, offsetof(Reader, reads), READONLY,
+     "reads run in C (the rest went to CudaPool._read_python)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject ReaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_zyx_cuda_native.Reader",
+    .tp_basicsize = sizeof(Reader),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A pool's small read: its steady state in C, the rest in CudaPool._read_python.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)reader_init,
+    .tp_dealloc = (destructor)reader_dealloc,
+    .tp_traverse = (traverseproc)reader_traverse,
+    .tp_clear = (inquiry)reader_clear,
+    .tp_methods = reader_methods,
+    .tp_members = reader_members,
+};
+
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(launch, get_current): the driver's cuLaunchKernel and cuCtxGetCurrent"},
@@ -550,12 +764,13 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_zyx_cuda_native", N
                                     methods};
 
 PyMODINIT_FUNC PyInit__zyx_cuda_native(void) {
-    if (PyType_Ready(&LauncherType) < 0)
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&ReaderType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
+        PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
         zyx_add_lock_type(m) < 0) {
         Py_DECREF(m);
         return NULL;

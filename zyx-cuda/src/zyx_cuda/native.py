@@ -5,7 +5,8 @@ binding, which builds conversion objects for its eleven arguments
 (benchmarks/cuda_bench.py's empty-launch rows time both). ``Launcher`` runs a program's
 whole launch in C when it repeats an earlier one (``zyx_cuda.program``). ``upload`` and
 ``download`` run a staging lane's share of a large copy without the GIL, ``read`` a small
-copy whole (``zyx_cuda.staging``). Without a C compiler or Python's headers (or with
+copy whole (``zyx_cuda.staging``), ``Reader`` a pool's small read with its stream's
+bookkeeping (``zyx_cuda.pool``). Without a C compiler or Python's headers (or with
 ``ZYX_NATIVE=0``) zyx-cuda calls cuda-python and runs the lanes in Python instead: the
 same results, slower.
 """
@@ -57,6 +58,13 @@ def current_function() -> Callable[[], int] | None:
     as an int), or ``None``."""
     module = _launch_module()
     return None if module is None else cast("Callable[[], int]", module.current)
+
+
+def reader_type() -> type | None:
+    """The module's ``Reader`` type (a pool's small read, in C where nothing is unusual), or
+    ``None``; bound for launches (its context check) and copies."""
+    module = _launch_module()
+    return None if module is None or copier() is None else cast(type, module.Reader)
 
 
 def launcher_type() -> type | None:

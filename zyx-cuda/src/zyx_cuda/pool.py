@@ -13,6 +13,11 @@ Freeing: ``release`` never blocks. The buffer's last uses on each stream (the tr
 allocation, read or synchronize. Out of memory first waits for those deferred frees, then
 retries once; if it still fails it raises MemoryAllocation and the pool stays usable.
 
+Reads: where zyx-cuda's native module is built, a read of up to ``DIRECT_BYTES`` runs
+whole in C (native.c's ``Reader``: the stream's choice and books, the DMA and its wait), as
+the Python layers around a few KiB's DMA cost more host time than the driver's calls;
+``_read_python`` is its specification, and takes whatever it refuses.
+
 Copies are logged on ``zyx.launch`` (``ZYX_DEBUG=32``), with the stream each ran on. Each
 checks the logger, unlike a launch (``zyx_cuda.program``): beside a copy's driver calls
 that check costs nothing measurable, and a logger turned on later is seen at once.
@@ -22,17 +27,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from cuda.bindings import driver
 
 from zyx.backend import Buffer, MemoryPool, byte_view
 from zyx.errors import ErrorStatus
-from zyx.native import new_lock
+from zyx.native import LaunchLayout, new_lock
 from zyx.staging import staged
 from zyx_cuda.context import Context
-from zyx_cuda.errors import CudaError, check, is_out_of_memory
-from zyx_cuda.native import native
-from zyx_cuda.staging import Staging
+from zyx_cuda.errors import CudaError, check, cuda_error, is_out_of_memory
+from zyx_cuda.native import native, reader_type
+from zyx_cuda.staging import BOUNCE_BYTES, DIRECT_BYTES, Staging
 from zyx_cuda.streams import Streams
 
 _log = logging.getLogger("zyx.mem")
@@ -55,6 +61,7 @@ class CudaPool(MemoryPool):
         self._capacity = int(free)
         self._held = 0
         self._owners: dict[Buffer, Callable[[], None]] = {}
+        self._reader: Any = None
 
     def free_bytes(self) -> int:
         with self.lock:
@@ -123,6 +130,18 @@ class CudaPool(MemoryPool):
             _log_copy(self.name, f"write to {buf.handle + offset:#x}", view.nbytes, queue)
 
     def _read(self, buf: Buffer, view: memoryview, offset: int) -> None:
+        reader = self._reader
+        if reader is None:
+            reader = self._reader = self._new_reader()
+        queue = reader.read(buf, view, offset) if reader else -1
+        if queue < 0:
+            queue = self._read_python(buf, view, offset)
+        if _copy_log.isEnabledFor(logging.DEBUG):
+            _log_copy(self.name, f"read from {buf.handle + offset:#x}", view.nbytes, queue)
+
+    def _read_python(self, buf: Buffer, view: memoryview, offset: int) -> int:
+        """The read in Python, and the specification of native.c's ``Reader``, which runs
+        the steady state of small reads in C; returns the stream it ran on."""
         self.context.activate()
         streams, source = self.streams, (buf,)
         queue = streams.select(source, ())
@@ -130,8 +149,36 @@ class CudaPool(MemoryPool):
         self.staging.download(view, buf.handle + offset, streams.handles[queue])
         streams.done(queue)
         streams.collect()
-        if _copy_log.isEnabledFor(logging.DEBUG):
-            _log_copy(self.name, f"read from {buf.handle + offset:#x}", view.nbytes, queue)
+        return queue
+
+    def _new_reader(self) -> Any:
+        """zyx-cuda's native ``Reader`` of this pool, or ``False`` without the native module.
+        Made at the first read, with the bounce buffer it lands small reads in."""
+        reader = reader_type()
+        if reader is None:
+            return False
+        self.context.activate()
+        streams = self.streams
+        layout = LaunchLayout(
+            params=1,
+            reads=(0,),
+            writes=(),
+            scalars=(),
+            grid=((-1, 1), (-1, 1), (-1, 1)),
+            limits=(1, 1, 1),
+            pool=self,
+            load=streams.tracker.load,
+            issued=streams.issued,
+            reached=streams.reached,
+            track=streams.tracker.track,
+            queues=streams.addresses,
+            lock=self.lock,
+            extent_needs=(-1,),
+        )
+        bounce = self.staging.bounce()
+        return reader(
+            layout, streams, _read_failure, self.context.address, bounce, BOUNCE_BYTES, DIRECT_BYTES
+        )
 
     def _copy_from(self, src_pool: MemoryPool, src_buf: Buffer, dst_buf: Buffer) -> None:
         if src_pool is self:
@@ -196,6 +243,11 @@ class CudaPool(MemoryPool):
 
 def _log_copy(pool: str, what: str, nbytes: int, queue: int) -> None:
     _copy_log.debug("%s: %s, %d bytes, on stream %d", pool, what, nbytes, queue)
+
+
+def _read_failure(result: int, call: str) -> CudaError:
+    """The error of a native read's failed driver ``call``."""
+    return cuda_error(ErrorStatus.MEMORY_COPY_P2H, call, result)
 
 
 def _mem_alloc(nbytes: int) -> int:

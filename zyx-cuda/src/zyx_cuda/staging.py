@@ -27,12 +27,15 @@ is done, as the host memory may be reused at once.
 
 With the native module, a read up to ``BOUNCE_BYTES`` lands in a page-locked buffer of the
 pool's and is copied out from there, as the driver stages a pageable destination itself,
-in one call without the GIL (``native.c``'s ``read``): through cuda-python the DMA's call
-and the stream's wait cost more host time than the DMA of a few KiB (4 KiB on an H100,
-2026-12-05: 11.0 us into pageable memory, 8.8 into page-locked and copied out).
+in one call without the GIL (``native.c``'s ``read``, or its ``Reader``, which
+``zyx_cuda.pool`` calls instead of ``download``, with this buffer): through cuda-python
+the DMA's call and the stream's wait cost more host time than the DMA of a few KiB (4 KiB
+on an H100, 2026-12-05: 11.0 us into pageable memory, 8.8 into page-locked and copied
+out).
 
 The pinned slots are allocated on the first large copy, the bounce buffer on the first
-small read, and both kept for the life of the process.
+small read (the pool's first read, where its ``Reader`` is made), and both kept for the
+life of the process.
 """
 
 from __future__ import annotations
@@ -163,7 +166,7 @@ class Staging:
             _synchronize(stream)
             return
         # The native read takes ``dst``'s address itself: ``address`` cost more than it.
-        bounce = self._bounce() if nbytes <= BOUNCE_BYTES else 0
+        bounce = self.bounce() if nbytes <= BOUNCE_BYTES else 0
         result, what = self._native.read(dst, src, bounce, int(stream))
         if result:
             raise cuda_error(ErrorStatus.MEMORY_COPY_P2H, what, result)
@@ -188,7 +191,7 @@ class Staging:
 
         self._run(self._chunked(chunk, dst.nbytes), dst.nbytes)
 
-    def _bounce(self) -> int:
+    def bounce(self) -> int:
         """The page-locked ``BOUNCE_BYTES`` that small reads land in (allocated on the first)."""
         if not self._bounce_ptr:
             found = driver.cuMemHostAlloc(BOUNCE_BYTES, 0)
