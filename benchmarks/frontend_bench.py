@@ -1,6 +1,6 @@
 """The array front end side by side with torch, torch.compile, cupy and numpy, in one run.
 
-    python benchmarks/frontend_bench.py [--device cuda] [--size-mib 1024]
+    python benchmarks/frontend_bench.py [--device cuda] [--size-mib 1024] [--only WORDS]
         # writes frontend_bench_<machine>_<backend>.json to $OUT or .
 
 1. One small op realized: ``a + b`` on 1024 f32 arrays already on the device, then to a
@@ -319,19 +319,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default=None, help="zyx device name (default: zyx's default)")
     parser.add_argument("--size-mib", type=int, default=1024, help="size of each big input")
+    parser.add_argument("--only", default="", help="the sections whose names hold these words")
     args = parser.parse_args()
     device = zyx.device(args.device)
     peers = Peers(device)
     rows: list[Row] = []
-    sections: list[Callable[[], list[Row]]] = [
-        lambda: small_op(peers),
-        lambda: chain(peers, args.size_mib),
-        lambda: softmax(peers, args.size_mib),
-        lambda: ten_ops(peers),
-    ]
+    sections: dict[str, Callable[[], list[Row]]] = {
+        "small op": lambda: small_op(peers),
+        "chain": lambda: chain(peers, args.size_mib),
+        "softmax": lambda: softmax(peers, args.size_mib),
+        "ten ops": lambda: ten_ops(peers),
+    }
     if device.backend == "host":
-        sections.append(first_realize)
-    for section in sections:
+        sections["first realize"] = first_realize
+    for name, section in sections.items():
+        if args.only not in name:
+            continue
         new = section()
         rows += new
         print(table(new), flush=True)
