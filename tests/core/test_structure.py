@@ -213,7 +213,7 @@ def probe() -> Structure:
     it was handed the call."""
     name = "_zyx_structure_probe"
     source = resources.files("zyx.graph").joinpath("structure.c").read_text()
-    module = zyx_native.load(name, source.replace("_zyx_structure", name))
+    module = zyx_native.load(name, source.replace("_zyx_structure", name), prelude=("tracker",))
     if module is None:
         pytest.skip("no native structure here (no C compiler, no Python.h, or ZYX_NATIVE=0)")
     module.configure(Node, Op.SCALAR, Op.CUSTOM, lambda targets: (HANDED, targets))

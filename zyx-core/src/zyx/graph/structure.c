@@ -320,22 +320,6 @@ static PyObject *structure(PyObject *Py_UNUSED(module), PyObject *targets) {
     return result;
 }
 
-/* The offset of ``type``'s __slots__ attribute ``name`` in its instances (tracker.c's
- * check: an object member, unset reads raise). */
-static int slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset) {
-    PyObject *descr = PyObject_GetAttrString((PyObject *)type, name);
-    if (descr == NULL)
-        return -1;
-    int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type) &&
-             ((PyMemberDescrObject *)descr)->d_member->type == T_OBJECT_EX;
-    if (ok)
-        *offset = ((PyMemberDescrObject *)descr)->d_member->offset;
-    Py_DECREF(descr);
-    if (!ok)
-        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ attribute", type->tp_name, name);
-    return ok ? 0 : -1;
-}
-
 static PyObject *configure(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 4 || !PyType_Check(args[0])) {
         PyErr_SetString(PyExc_TypeError, "configure(Node, Op.SCALAR, Op.CUSTOM, structure)");
@@ -349,10 +333,10 @@ static PyObject *configure(PyObject *Py_UNUSED(module), PyObject *const *args, P
         return NULL;
     }
     PyTypeObject *type = (PyTypeObject *)args[0];
-    if (slot_offset(type, "op", &op_at) || slot_offset(type, "arg", &arg_at) ||
-        slot_offset(type, "srcs", &srcs_at) || slot_offset(type, "dtype", &dtype_at) ||
-        slot_offset(type, "shape", &shape_at) || slot_offset(type, "device", &device_at) ||
-        slot_offset(type, "buffer", &buffer_at))
+    if (zyx_slot_offset(type, "op", &op_at) || zyx_slot_offset(type, "arg", &arg_at) ||
+        zyx_slot_offset(type, "srcs", &srcs_at) || zyx_slot_offset(type, "dtype", &dtype_at) ||
+        zyx_slot_offset(type, "shape", &shape_at) || zyx_slot_offset(type, "device", &device_at) ||
+        zyx_slot_offset(type, "buffer", &buffer_at))
         return NULL;
     if ((key_name = PyUnicode_InternFromString("key")) == NULL)
         return NULL;

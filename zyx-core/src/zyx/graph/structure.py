@@ -86,7 +86,7 @@ def fastest() -> Structure:
     """``structure`` in C where ``zyx.native`` builds it (``ZYX_NATIVE=0``, no compiler:
     ``structure`` itself), configured to hand unusual graphs to ``structure``."""
     source = resources.files("zyx.graph").joinpath("structure.c").read_text()
-    module = native.load("_zyx_structure", source)
+    module = native.load("_zyx_structure", source, prelude=("tracker",))
     if module is None:
         return structure
     module.configure(Node, Op.SCALAR, Op.CUSTOM, structure)
