@@ -217,6 +217,16 @@ def test_setitem_of_an_empty_region_changes_nothing(key: Any) -> None:
             expect(t, x, dtype, f"{dtype.value} x[{key}] = an empty array")
 
 
+def test_setitem_of_a_whole_0d_array_survives_a_reshape(array_device: Device) -> None:
+    """``x[...] = v`` on a 0-d array, then a reshape (``stack`` makes one): the reshape
+    took the region (the identity view) for a view of ``x`` and read past the set."""
+    x = on(array_device, np.float32(3.0)) * 1.0
+    y = zyx.asarray(x, copy=True)
+    y[...] = 8.0
+    got = zyx.stack([y, x, zyx.flip(y)], axis=0)
+    np.testing.assert_array_equal(got.numpy(), np.float32([8, 3, 8]))
+
+
 def test_setitem_changes_only_the_array_it_is_called_on(array_device: Device) -> None:
     x = np.arange(6, dtype=np.float32)
     t = on(array_device, x)

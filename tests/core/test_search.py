@@ -477,3 +477,18 @@ def test_only_a_row_read_in_a_loop_has_an_unroll_to_search() -> None:
     row_sum = zyx.sum(x, axis=1).node
     (single,) = schedule(Graph([row_sum])).steps
     assert isinstance(single, KernelSpec) and not resident(single, 1024)  # read once
+
+
+def test_gpu_layouts_reduce_empty_rows_to_the_identity() -> None:
+    """A reduction over no elements loads nothing (a clamped index had no element 0 to go
+    to; a resident row of 0 elements filled no slots): found by the array fuzzer on the
+    bounds-checked interpreter dressed as a GPU."""
+    device = GpuShapedHost()
+    empty = zyx.asarray(np.zeros((0, 4), np.float32), device=device)
+    np.testing.assert_array_equal(zyx.sum(empty, axis=0).numpy(), np.zeros(4))
+    assert float(zyx.sum(empty)) == 0.0 and float(zyx.prod(empty)) == 1.0
+    flat = zyx.asarray(np.zeros(0, np.uint32), device=device)
+    assert zyx.count_nonzero(flat, axis=(0,), keepdims=True).numpy().tolist() == [0]
+    one = zyx.asarray(np.zeros(0, np.float32), device=device)
+    top = zyx.maximum(zyx.prod(one, axis=None, keepdims=True), one)
+    assert float(zyx.vecdot(top, one, axis=-1) + 0.5) == 0.5

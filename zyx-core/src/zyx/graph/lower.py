@@ -537,7 +537,7 @@ class Lowerer:
         # its loads are offsets from one address and the registers that the clamped ones
         # held are free (a softmax on an H200: 53 -> 32, two groups of 1024 on an SM, not
         # one). Such a kernel serves that row length only (a masked one serves every other).
-        filled = slots is not None and size_n % local == 0
+        filled = slots is not None and size_n > 0 and size_n % local == 0
         if filled:
             slots = size_n // local
 
@@ -563,7 +563,9 @@ class Lowerer:
                     if chunked:  # the last chunk may end early
                         valid = x.binary(BOp.AND, valid, x.lt(r, size))
                 at = full_index(x.where(valid, r, x.const(0)))
-                value = self.value(source, at)
+                # A row of no elements has no element 0 to clamp to: nothing is loaded (its
+                # zero size is a constant of the kernel, which serves no other row length).
+                value = self.value(source, at) if size_n else x.const(0, source.dtype)
                 if acc is not None:
                     reduction = spec.passes[loop].arg
                     empty = x.const(identity(reduction, acc), acc)

@@ -205,10 +205,12 @@ def reshape(src: Node, shape: tuple[int, ...]) -> Node:
     """``src`` in another shape; a reshape that only adds or drops size-1 dims is a view."""
     if shape == src.shape:
         return src
-    base = src.arg if src.op is _VIEW and src.buffer is None else View.identity(src.shape)
+    # A scatter's arg is a View too (its region), the identity one where it covers all.
+    through = src.op is _VIEW and src.buffer is None
+    base = src.arg if through else View.identity(src.shape)
     squeezed = base.squeeze_to(shape)
     if squeezed is not None:
-        return view(src.srcs[0] if base is src.arg else src, squeezed)
+        return view(src.srcs[0] if through else src, squeezed)
     if src.op is _RESHAPE and src.buffer is None:
         src = src.srcs[0]
     return Node(_RESHAPE, shape, (src,), src.dtype, shape, src.device)
