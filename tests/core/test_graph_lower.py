@@ -14,7 +14,7 @@ import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType
 from zyx.graph.cpu import LANES, ROW_KEPT, STRIP, CpuLowerer
-from zyx.graph.lower import RESIDENT, UNROLL, KernelSpec, Lowerer
+from zyx.graph.lower import RESIDENT, UNROLL, KernelSpec, Lowerer, by_dims
 from zyx.graph.nodes import Node, Op
 from zyx.graph.schedule import CPU_SPREAD, Graph, schedule
 from zyx.host.codegen import PARALLEL_LOADS, HostDialect
@@ -156,10 +156,13 @@ def test_a_map_kernel_along_rows_matches_numpy(
     want = np.maximum(ref + reference(b), 0) * ref
     (spec,) = schedule(Graph([out.node])).steps
     assert isinstance(spec, KernelSpec)
+
+    def is_input(n: Node) -> bool:
+        return n.realized
+
+    assert by_dims(spec, is_input)
     for local, unroll in [(32, 4), (64, 16), (256, 4)]:
-        lowerer = Lowerer(spec, lambda n: n.realized, local, unroll, rows=True)
-        assert lowerer.by_dims()
-        lowered = lowerer.lower()
+        lowered = Lowerer(spec, is_input, local, unroll, rows=True).lower()
         divides = [op for op in lowered.kernel.ops if isinstance(op, Binary)
                    and op.op in (BOp.DIV, BOp.MOD)]  # fmt: skip
         assert len(shape) > 2 or not divides, divides

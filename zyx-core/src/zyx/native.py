@@ -147,7 +147,6 @@ def launch_layout(
         if bounds is not None
     )
     x, y, z = ((d.param, d.div) if isinstance(d, SymDim) else (-1, d) for d in program.global_size)
-    tracker = sequencer.tracker
     return LaunchLayout(
         params=len(kinds),
         reads=reads,
@@ -155,16 +154,39 @@ def launch_layout(
         scalars=scalars,
         grid=(x, y, z),
         limits=program.device.info.max_global_work_dims,
-        pool=program.device.pool,
-        load=tracker.load,
-        issued=sequencer.issued,
-        reached=sequencer.reached,
-        track=tracker.track,
-        queues=tuple(queues),
-        lock=program.device.pool.lock,
         extent_code=program.extents.code,
         extent_needs=program.extents.needs,
+        **_tracking(program.device.pool, sequencer, queues),
     )
+
+
+def read_layout(pool: MemoryPool, sequencer: Sequencer[Any], queues: Sequence[int]) -> LaunchLayout:
+    """The layout of a read of one of ``pool``'s buffers on ``sequencer``'s queues, as of a
+    launch that reads its one param: a native reader tracks it as a launcher does."""
+    return LaunchLayout(
+        params=1,
+        reads=(0,),
+        writes=(),
+        scalars=(),
+        grid=((-1, 1), (-1, 1), (-1, 1)),
+        limits=(1, 1, 1),
+        extent_needs=(-1,),
+        **_tracking(pool, sequencer, queues),
+    )
+
+
+def _tracking(pool: MemoryPool, sequencer: Sequencer[Any], queues: Sequence[int]) -> dict[str, Any]:
+    """A ``LaunchLayout``'s fields of ``pool`` and ``sequencer``'s books, shared in place."""
+    tracker = sequencer.tracker
+    return {
+        "pool": pool,
+        "load": tracker.load,
+        "issued": sequencer.issued,
+        "reached": sequencer.reached,
+        "track": tracker.track,
+        "queues": tuple(queues),
+        "lock": pool.lock,
+    }
 
 
 def _prelude(part: str) -> str:

@@ -42,6 +42,7 @@ import sys
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from math import log2, prod
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -49,7 +50,7 @@ from zyx import tuning
 from zyx.allocator import allocator
 from zyx.errors import BackendError
 from zyx.graph.cpu import CpuLowerer, cpu_layout
-from zyx.graph.lower import UNROLL, UNROLLS, KernelSpec, Lowered, Lowerer, resident
+from zyx.graph.lower import UNROLL, UNROLLS, KernelSpec, Lowered, Lowerer, by_dims, resident
 from zyx.graph.nodes import Node, Op
 
 if TYPE_CHECKING:
@@ -284,8 +285,6 @@ class Generated:
         self.compile = compile
         self._lowered: dict[Layout, Lowered] = {}
         self._scratch: dict[int, Buffer] = {}
-        self._first: Layout | None = None
-        self._by_dims: bool | None = None
 
     @property
     def device(self) -> Device:
@@ -295,15 +294,15 @@ class Generated:
     def name(self) -> str:
         return self.lowered(self.first).kernel.name
 
-    @property
+    @cached_property
     def first(self) -> Layout:
         """The default variant: the runtime's local size, along rows where a map kernel
         has them (``_rows``) and each row holds the work of a group."""
-        found = self._first
-        if found is None:
-            local = self.default
-            found = self._first = Layout(local, rows=self._rows(local, UNROLL, whole=True))
-        return found
+        return Layout(self.default, rows=self._rows(self.default, UNROLL, whole=True))
+
+    @cached_property
+    def _by_dims(self) -> bool:
+        return by_dims(self.spec, self.is_input)
 
     def variants(self) -> list[Layout]:
         """The default, then the others nearest it first (by factors of two in both the
@@ -346,11 +345,7 @@ class Generated:
         chunks = -(-shape[-1] // chunk)
         fits = rows <= info.max_global_work_dims[0] and chunks <= info.max_global_work_dims[1]
         long = shape[-1] >= (chunk if whole else chunk // 2)
-        if not (rows > 1 and fits and long):
-            return False
-        if self._by_dims is None:
-            self._by_dims = Lowerer(self.spec, self.is_input, local).by_dims()
-        return self._by_dims
+        return rows > 1 and fits and long and self._by_dims
 
     def _distance(self, v: Layout) -> tuple[float, bool, int, int]:
         steps = abs(log2(v.local / self.default)) + abs(log2(v.unroll / UNROLL))
@@ -369,8 +364,7 @@ class Generated:
         found = self._lowered.get(variant)
         if found is None:
             make = CpuLowerer if cpu_layout(self.device) else Lowerer
-            local, unroll, rows = variant.local, variant.unroll, variant.rows
-            lowerer = make(self.spec, self.is_input, local, unroll, rows)
+            lowerer = make(self.spec, self.is_input, variant.local, variant.unroll, variant.rows)
             found = self._lowered[variant] = lowerer.lower()
         return found
 

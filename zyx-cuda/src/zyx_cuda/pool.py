@@ -33,7 +33,7 @@ from cuda.bindings import driver
 
 from zyx.backend import Buffer, MemoryPool, byte_view
 from zyx.errors import ErrorStatus
-from zyx.native import LaunchLayout, new_lock
+from zyx.native import new_lock, read_layout
 from zyx.staging import staged
 from zyx_cuda.context import Context
 from zyx_cuda.errors import CudaError, check, cuda_error, is_out_of_memory
@@ -159,22 +159,7 @@ class CudaPool(MemoryPool):
             return False
         self.context.activate()
         streams = self.streams
-        layout = LaunchLayout(
-            params=1,
-            reads=(0,),
-            writes=(),
-            scalars=(),
-            grid=((-1, 1), (-1, 1), (-1, 1)),
-            limits=(1, 1, 1),
-            pool=self,
-            load=streams.tracker.load,
-            issued=streams.issued,
-            reached=streams.reached,
-            track=streams.tracker.track,
-            queues=streams.addresses,
-            lock=self.lock,
-            extent_needs=(-1,),
-        )
+        layout = read_layout(self, streams, streams.addresses)
         bounce = self.staging.bounce()
         return reader(
             layout, streams, _read_failure, self.context.address, bounce, BOUNCE_BYTES, DIRECT_BYTES

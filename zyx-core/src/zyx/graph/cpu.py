@@ -47,6 +47,7 @@ from zyx.graph.lower import (
     _equal,
     _identity_value,
     accumulator,
+    by_dims,
 )
 from zyx.graph.nodes import Op, ReduceOp
 from zyx.ir.builder import KernelBuilder, Value, ceil_div
@@ -85,7 +86,7 @@ class CpuLowerer(Lowerer):
 
     def _map(self) -> Lowered:
         shape = self.spec.output.shape
-        if len(shape) > 1 and prod(shape[:-1]) > 1 and self.by_dims():
+        if len(shape) > 1 and prod(shape[:-1]) > 1 and by_dims(self.spec, self.is_input):
             return self._map_rows()
         return self._map_flat()
 

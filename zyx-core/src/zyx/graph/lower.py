@@ -475,16 +475,6 @@ class Lowerer:
                 kb.store(self._buffers[slot], emit.value(i), value)
         return Lowered(kb.build(), self.args + self.sym_args, groups_n)
 
-    def by_dims(self) -> bool:
-        """Whether the output's value needs its per-dim indices (a broadcast, a permute, a
-        slice), not only its flat one: derived from a flat index, they cost a division per
-        dim and element. (A probe: lowers nothing of this kernel.)"""
-        probe = Lowerer(self.spec, self.is_input, self.local)
-        x = probe.x
-        index = Index(x, probe.sizes(self.spec.output.shape), flat=x.special("gid", 0))
-        probe.value(self.spec.output, index)
-        return index.has_dims
-
     def count(self, value: int) -> Expr:
         """A ``Variable`` for a work count, even where it is 1 (a group count is one)."""
         self.sym_args.append(value)
@@ -862,6 +852,17 @@ def _equal(kb: KernelBuilder, a: Value, b: Value) -> Value:
     if not a.dtype.is_float:
         return a.eq(b)
     return kb.binary(BOp.OR, a.eq(b), kb.binary(BOp.AND, a.ne(a), b.ne(b)))
+
+
+def by_dims(spec: KernelSpec, is_input: Any) -> bool:
+    """Whether a map kernel's output value needs its per-dim indices (a broadcast, a
+    permute, a slice), not only its flat one: derived from a flat index, they cost a
+    division per dim and element. A probe: its expressions are built and dropped."""
+    probe = Lowerer(spec, is_input, MAP_LOCAL)
+    x = probe.x
+    index = Index(x, probe.sizes(spec.output.shape), flat=x.special("gid", 0))
+    probe.value(spec.output, index)
+    return index.has_dims
 
 
 def _row_output(spec: KernelSpec) -> bool:
