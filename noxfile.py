@@ -72,7 +72,7 @@ def opencl(session: nox.Session) -> None:
 
 FUZZERS = {
     "ir": ("tests/fuzz/fuzz.py", "host,opencl"),
-    "arrays": ("tests/fuzz/arrays.py", "host,host-checked,opencl"),
+    "arrays": ("tests/fuzz/arrays.py", "host,host-checked,gpu-shaped,opencl"),
 }
 """The differential fuzzers: kernels against the IR interpreter, and array programs against
 array_api_strict; each with the devices it runs on by default."""

@@ -64,16 +64,6 @@ def exact_pool(device: Device) -> MemoryPool:
     return device.pool
 
 
-def checked_host() -> Device:
-    """A host whose kernels the IR interpreter runs, checking every load and store against
-    its buffer: a kernel that reads outside memory raises there (the compiled host would
-    read a neighbour's bytes and, where the value is masked, pass)."""
-    from zyx.host.device import HostDevice
-    from zyx.host.pool import HostPool
-
-    return HostDevice(HostPool(), interpret=True)
-
-
 def claimed(device: Device, dtypes: Sequence[DType], capability: DTypeCapability) -> list[DType]:
     """The ``dtypes`` that ``device`` claims ``capability`` for."""
     return [d for d in dtypes if device.info.supports(d, capability)]

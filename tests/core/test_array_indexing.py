@@ -14,7 +14,6 @@ from array_support import (
     ARITHMETIC,
     INTEGERS,
     Expect,
-    checked_host,
     claimed,
     data,
     on,
@@ -24,6 +23,7 @@ from array_support import (
 import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType
+from zyx.testing.devices import checked_host
 
 SHAPE = (4, 1, 6)
 

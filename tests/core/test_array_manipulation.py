@@ -8,13 +8,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from array_support import ALL, ARITHMETIC, Expect, checked_host, claimed, data, on, strided
+from array_support import ALL, ARITHMETIC, Expect, claimed, data, on, strided
 
 import zyx
 from zyx.array.manipulation import padded
 from zyx.backend import Device
 from zyx.dtypes import DType
 from zyx.tensor import Tensor
+from zyx.testing.devices import checked_host
 
 SHAPE = (3, 1, 4)
 

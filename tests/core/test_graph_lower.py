@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from array_support import ARITHMETIC, NUMERIC, checked_host, data, on, reference, require
+from array_support import ARITHMETIC, NUMERIC, data, on, reference, require
 
 import zyx
 from zyx.backend import Device
@@ -35,6 +35,7 @@ from zyx.ir.ops import (
     UOp,
     Where,
 )
+from zyx.testing.devices import checked_host
 from zyx.testing.numerics import Array, assert_close
 
 

@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from gpu_support import gpu_info
 
 from zyx.backend import DeviceInfo
 from zyx.dtypes import DType, DTypeCapability
@@ -20,6 +19,7 @@ from zyx.host.device import HostDevice
 from zyx.host.pool import HostPool
 from zyx.ir import KernelBuilder, Mma, ParamKind, Storage, Value, check_limits
 from zyx.ir.interpreter import interpret
+from zyx.testing.devices import gpu_info
 from zyx.testing.kernels import warp_ldmatrix, warp_mma
 from zyx.testing.numerics import Array, assert_close, random
 

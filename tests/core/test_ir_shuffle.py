@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gpu_support import gpu_info
 
 import zyx
 from zyx.dtypes import DType
@@ -24,6 +23,7 @@ from zyx.graph.schedule import Graph, schedule
 from zyx.host.codegen import HostDialect
 from zyx.ir import Kernel, KernelBuilder, ParamKind, Shuffle, check_limits
 from zyx.ir.interpreter import interpret
+from zyx.testing.devices import gpu_info
 from zyx.testing.numerics import Array, assert_close
 
 GPU = gpu_info(shuffle=True)

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from gpu_support import GpuShapedHost
 
 import zyx
 from zyx import search, tuning
@@ -29,6 +28,7 @@ from zyx.graph.schedule import Graph, schedule
 from zyx.ir.builder import KernelBuilder
 from zyx.ir.ops import Kernel, ParamKind
 from zyx.runtime import Runtime, local_size
+from zyx.testing.devices import GpuShapedHost, checked_host
 from zyx.testing.numerics import assert_close
 from zyx.tuning import TuningCache
 
@@ -172,10 +172,7 @@ def test_where_no_variant_can_be_timed_the_default_runs_untimed(
 
 
 def test_the_interpreter_is_never_searched() -> None:
-    from zyx.host.device import HostDevice
-    from zyx.host.pool import HostPool
-
-    space = Chains(HostDevice(HostPool(), interpret=True))
+    space = Chains(checked_host())
     assert search.choose(space, FAST) == (64, False) and space.timed == []
 
 

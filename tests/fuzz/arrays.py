@@ -1,7 +1,7 @@
 """Differential fuzzing of the array front end: random array programs (``array_gen.py``) on
 devices against numpy in float64.
 
-    python tests/fuzz/arrays.py --devices host,host-checked,opencl --seconds 60 \\
+    python tests/fuzz/arrays.py --devices host,host-checked,gpu-shaped,opencl --seconds 60 \\
         [--start SEED] [--count N] [--show]
 
 Each seed gives one program; it runs with ``xp = zyx`` on every device (its outputs
@@ -12,7 +12,9 @@ or the rounding error the generator bounds for a long chain, where larger), inte
 bools equal. ``host-checked`` is the host with its kernels run by the IR interpreter,
 which checks every load and store against its buffer: a kernel the scheduler made that
 reads or writes outside memory fails there (the compiled host would read a neighbour's
-bytes).
+bytes). ``gpu-shaped`` is that host dressed as a GPU (``zyx.testing.devices``): its
+kernels are laid out as for a GPU (groups, local memory, rows), the cheapest check of the
+GPU layouts on a machine without one.
 
 A finding prints the seed, the device, what differs, the statements the first wrong
 value depends on (each prefix of the program is rerun to find it) and the command that
@@ -46,10 +48,16 @@ from seeds import Report
 import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType, DTypeCapability
+from zyx.testing.devices import GpuShapedHost, checked_host
 from zyx.testing.numerics import BOUNDS, assert_close
 
 CHECKED = "host-checked"
 """The host device with kernels in the IR interpreter, which checks bounds."""
+
+GPU_SHAPED = "gpu-shaped"
+"""The checked host dressed as a GPU: the kernels checked are those laid out for a GPU."""
+
+SPECIAL = {CHECKED: checked_host, GPU_SHAPED: GpuShapedHost}
 
 REFERENCE = "reference"
 """A finding's device where the reference refused the program: a bug of the generator."""
@@ -79,19 +87,12 @@ def _indent(text: str) -> str:
 
 
 def open_devices(names: Sequence[str]) -> list[Device]:
-    return [checked_host() if n == CHECKED else zyx.device(n) for n in names]
-
-
-def checked_host() -> Device:
-    """A host device whose kernels run in the IR interpreter, which raises on any load or
-    store outside its buffer."""
-    from zyx.host.device import HostDevice
-    from zyx.host.pool import HostPool
-
-    return HostDevice(HostPool(), interpret=True)
+    return [SPECIAL[n]() if n in SPECIAL else zyx.device(n) for n in names]
 
 
 def label(device: Device) -> str:
+    if device.backend == GPU_SHAPED:
+        return GPU_SHAPED
     return CHECKED if getattr(device, "interpreted", False) else device.name
 
 
