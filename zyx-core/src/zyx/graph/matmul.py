@@ -111,6 +111,9 @@ class Variant:
     keeps more registers live (sm_90: 252 for warps of 64 x 64 where 227 did, 148 for 64 x
     32 where 126 did: one group of 256 work-items on an SM, not two; 36 bytes of spills
     for 64 x 64 with 64 along k a step)."""
+    staged_out: bool = False
+    """With ``mma``: the tile stored through local memory, a warp's stores coalesced
+    (``_Tiles.store_tile``), not from each warp's MMA fragments."""
     fused: bool = False
     """Float accumulators by ``zyx.ir.Fma`` (one rounding, one instruction), not a multiply
     and an add: the host's (``host_variants``), whose C compiler fuses nothing itself
@@ -195,19 +198,20 @@ WARP = 32
 """Work-items of a warp, as ``zyx.ir.Mma`` counts them."""
 
 MMA_VARIANTS = (
+    Variant((64, 64), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True, stages=4, carry=True),
+    Variant((64, 64), (2, 2), 32, mma=True, staged_out=True, ldmatrix=True, stages=4, carry=True),
+    Variant((64, 64), (4, 2), 32, mma=True, staged_out=True, ldmatrix=True, stages=3, carry=True),
+    Variant((64, 64), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True, stages=3, carry=True),
+    Variant((64, 32), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True),
+    Variant((64, 32), (2, 4), 32, mma=True, staged_out=True),
+    Variant((64, 64), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True, stages=3),
+    Variant((64, 32), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True, stages=4),
+    Variant((64, 64), (2, 4), 64, mma=True, staged_out=True, ldmatrix=True, stages=3),
+    Variant((32, 32), (2, 2), 32, mma=True, staged_out=True),
+    Variant((32, 32), (2, 2), 32, mma=True, staged_out=True, ldmatrix=True),
+    Variant((64, 64), (2, 2), 16, mma=True, staged_out=True, ldmatrix=True),
+    Variant((32, 64), (4, 2), 32, mma=True, staged_out=True, ldmatrix=True),
     Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=4, carry=True),
-    Variant((64, 64), (2, 2), 32, mma=True, ldmatrix=True, stages=4, carry=True),
-    Variant((64, 64), (4, 2), 32, mma=True, ldmatrix=True, stages=3, carry=True),
-    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=3, carry=True),
-    Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True),
-    Variant((64, 32), (2, 4), 32, mma=True),
-    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=3),
-    Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True, stages=4),
-    Variant((64, 64), (2, 4), 64, mma=True, ldmatrix=True, stages=3),
-    Variant((32, 32), (2, 2), 32, mma=True),
-    Variant((32, 32), (2, 2), 32, mma=True, ldmatrix=True),
-    Variant((64, 64), (2, 2), 16, mma=True, ldmatrix=True),
-    Variant((32, 64), (4, 2), 32, mma=True, ldmatrix=True),
 )
 """For a GPU with tensor cores, f16 and bf16 only (``fits``), default first: pipelined
 (``stages``; operands of 16-byte aligned rows), a 128 x 256 tile of 8 warps of 64 x 64
@@ -223,7 +227,10 @@ TFLOP/s at bf16 8192^3, element by element 152.9). The rest for the search: 64 x
 tiles of 4 warps for products of few tiles; without carry (fewer registers: sm_90's
 ptxas 227 for warps of 64 x 64, 126 for 64 x 32, two groups of 256 on an SM; with carry
 252 and 148), 128 x 256 in 3, 128 x 128 of 8 warps of 64 x 32 in 4, and 128 x 256 with 64
-along k a step in 3 (144 KiB)."""
+along k a step in 3 (144 KiB). Each stores its tile through local memory (``staged_out``:
+2 sectors a warp's store where the fragments' stores touch 8, ``zyx.ir.access``; the same
+registers, sm_90 ptxas) but the last, the default as it was, for measuring the two (not
+yet timed on a GPU)."""
 
 COPY_BYTES = 16
 """Bytes of one ``CopyAsync`` of a pipelined variant (``stages``), ``cp.async``'s largest,
@@ -275,6 +282,8 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
         return False
     if variant.carry and not (variant.stages and variant.mma):
         return False
+    if variant.staged_out and not _fits_staged_out(variant):
+        return False
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
         return False  # each work-item copies as many elements of a tile
@@ -312,7 +321,20 @@ def _fits_mma(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
         return _fits_stages(variant, m, info)
     a_tile = _mma_tile_length(rows, variant.depth, abs(m.a.strides[-1]) == 1)
     b_tile = _mma_tile_length(cols, variant.depth, abs(m.b.strides[-1]) != 1)
-    return (a_tile + b_tile) * dtype.itemsize <= info.local_mem_size
+    return (a_tile + b_tile + _out_tile_length(variant)) * dtype.itemsize <= info.local_mem_size
+
+
+def _fits_staged_out(variant: Variant) -> bool:
+    """Whether ``variant`` can store its tile through local memory (``staged_out``): with
+    tensor cores, each row stored by whole work-groups or a work-group by whole rows."""
+    cols, size = variant.tile[1], variant.local_size
+    return variant.mma and (size % cols == 0 or cols % size == 0)
+
+
+def _out_tile_length(variant: Variant) -> int:
+    """Elements of the output's tile in local memory (``staged_out``), else 0."""
+    rows, cols = variant.tile
+    return rows * (cols + MMA_PAD) if variant.staged_out else 0
 
 
 def _fits_stages(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
@@ -343,7 +365,8 @@ def _fits_stages(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
         (count if k else variant.depth) * stage_stride(variant, dtype, k, count, spread)
         for count, k, spread in zip((rows, cols), along, (False, True), strict=True)
     )
-    return variant.stages * stage * dtype.itemsize <= info.local_mem_size
+    total = variant.stages * stage + _out_tile_length(variant)
+    return total * dtype.itemsize <= info.local_mem_size
 
 
 def _misaligned(x: Operand) -> bool:
@@ -583,13 +606,14 @@ class _Tiles:
     def store(self, base: Value, row: Value, col: Value, value: Value) -> None:
         """The output at (``row``, ``col``), where it is one of the output's."""
         m, kb = self.m, self.kb
+        value = value if value.dtype is m.output.dtype else value.cast(m.output.dtype)
         inside = [row < m.n] if self.clamp_rows else []
         inside += [col < m.m] if self.clamp_cols else []
         if not inside:
-            self.out[base + row * m.m + col] = value.cast(m.output.dtype)
+            self.out[base + row * m.m + col] = value
             return
         with kb.if_(inside[0] if len(inside) == 1 else inside[0] & inside[1]):
-            self.out[base + row * m.m + col] = value.cast(m.output.dtype)
+            self.out[base + row * m.m + col] = value
 
     def load_a(self, row: Value, depth: Value | int, cast: bool = True) -> Value:
         """a's element at ``row`` (of the output, clamped to it) and ``depth`` along k, in
@@ -700,8 +724,7 @@ class _Tiles:
             b_copy.write()
             kb.barrier()
             warp.step(a_copy, b_copy)
-        for row, col, value in warp.outputs():
-            self.store(out_base, row0 + row, col0 + col, value)
+        self.store_tile(warp, lid, out_base, row0, col0)
 
     def pipelined_mma(self, lid: Value, out_base: Value, row0: Value, col0: Value) -> None:
         """The tile by tensor cores through ``pipelined``'s stages; each warp loads its
@@ -731,8 +754,35 @@ class _Tiles:
             carried.append(warp.fragments(a, b, 0))
 
         self.pipelined(lid, row0, col0, compute, first if v.carry else None)
+        self.store_tile(warp, lid, out_base, row0, col0)
+
+    def store_tile(
+        self, warp: _Warp, lid: Value, out_base: Value, row0: Value, col0: Value
+    ) -> None:
+        """The warps' blocks stored into the output. From their MMA fragments a warp's store
+        writes 2 of 8 bytes in each of 8 rows: 8 sectors for 2 sectors' bytes. So with
+        ``Variant.staged_out`` the work-group first writes its tile, in the output's dtype,
+        to local memory (rows padded by ``MMA_PAD``: a fragment's 8 rows x 4 pairs in 32
+        banks), and then stores it row by row, a warp's store 32 consecutive elements, as
+        CUTLASS's epilogue does."""
+        kb, m, v = self.kb, self.m, self.v
+        if not v.staged_out:
+            for row, col, value in warp.outputs():
+                self.store(out_base, row0 + row, col0 + col, value)
+            return
+        rows, cols = v.tile
+        stride = cols + MMA_PAD
+        tile = kb.define(m.output.dtype, rows * stride, Storage.LOCAL)
         for row, col, value in warp.outputs():
-            self.store(out_base, row0 + row, col0 + col, value)
+            tile[row * stride + col] = value.cast(m.output.dtype)
+        kb.barrier()
+        size = v.local_size
+        for q in range(rows * cols // size):
+            if size % cols == 0:  # a work-item's column is the same in each row it stores
+                row, col = lid / cols + q * (size // cols), lid % cols
+            else:  # rows of whole multiples of the group's size (``_fits_staged_out``)
+                row, col = lid * 0 + q // (cols // size), lid + q % (cols // size) * size
+            self.store(out_base, row0 + row, col0 + col, tile[row * stride + col])
 
     def pipelined(
         self, lid: Value, row0: Value, col0: Value,
