@@ -536,9 +536,10 @@ class ArrayGen:
 
     def indices(self, n: int, shape: tuple[int, ...], negative: bool = True) -> str:
         """A literal integer index array of ``shape`` into a dim of size ``n``, of a random
-        integer dtype (uint8 only for non-negative indices)."""
+        integer dtype that holds every index (uint8 only for non-negative ones)."""
         low = -n if negative and self.chance(0.5) else 0
-        dtype = self.pick(["int64", "int32", "int16", "int8"] + (["uint8"] if low == 0 else []))
+        names = ["int64", "int32", "int16", "int8"] + (["uint8"] if low == 0 else [])
+        dtype = self.pick([d for d in names if np.iinfo(d).min <= low and n - 1 <= np.iinfo(d).max])
         if 0 in shape:  # a nested list of none has no shape: reshape an empty one
             return f"xp.reshape(xp.asarray([], dtype=xp.{dtype}, device=a0.device), {shape})"
         values = self.rng.integers(low, n, shape).tolist()
