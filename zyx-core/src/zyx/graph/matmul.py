@@ -26,7 +26,8 @@ picks one by the kind of device:
 - **GPU with tensor cores** (warps of 32, ``DeviceInfo.tensor_cores`` and the dtype's
   ``TENSOR_CORE``), for f16 and bf16: the same tiles in local memory, in the operands' own
   dtype, each warp computing its block by ``zyx.ir.Mma`` (16 x 8 outputs of 16 along k each)
-  from fragments it loads from them; k past its last full step reads zeros.
+  from fragments it loads from them; k past its last full step reads zeros. The tile goes
+  out through local memory, each warp's stores coalesced.
 
 Operands are read through their strides (baked in: a transposed operand needs no copy of
 the array, and the compiler sees unit strides), batch dims included. Accumulation is in
@@ -111,9 +112,6 @@ class Variant:
     keeps more registers live (sm_90: 252 for warps of 64 x 64 where 227 did, 148 for 64 x
     32 where 126 did: one group of 256 work-items on an SM, not two; 36 bytes of spills
     for 64 x 64 with 64 along k a step)."""
-    staged_out: bool = False
-    """With ``mma``: the tile stored through local memory, a warp's stores coalesced
-    (``_Tiles.store_tile``), not from each warp's MMA fragments."""
     fused: bool = False
     """Float accumulators by ``zyx.ir.Fma`` (one rounding, one instruction), not a multiply
     and an add: the host's (``host_variants``), whose C compiler fuses nothing itself
@@ -198,39 +196,36 @@ WARP = 32
 """Work-items of a warp, as ``zyx.ir.Mma`` counts them."""
 
 MMA_VARIANTS = (
-    Variant((64, 64), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True, stages=4, carry=True),
-    Variant((64, 64), (2, 2), 32, mma=True, staged_out=True, ldmatrix=True, stages=4, carry=True),
-    Variant((64, 64), (4, 2), 32, mma=True, staged_out=True, ldmatrix=True, stages=3, carry=True),
-    Variant((64, 64), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True, stages=3, carry=True),
-    Variant((64, 32), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True),
-    Variant((64, 32), (2, 4), 32, mma=True, staged_out=True),
-    Variant((64, 64), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True, stages=3),
-    Variant((64, 32), (2, 4), 32, mma=True, staged_out=True, ldmatrix=True, stages=4),
-    Variant((64, 64), (2, 4), 64, mma=True, staged_out=True, ldmatrix=True, stages=3),
-    Variant((32, 32), (2, 2), 32, mma=True, staged_out=True),
-    Variant((32, 32), (2, 2), 32, mma=True, staged_out=True, ldmatrix=True),
-    Variant((64, 64), (2, 2), 16, mma=True, staged_out=True, ldmatrix=True),
-    Variant((32, 64), (4, 2), 32, mma=True, staged_out=True, ldmatrix=True),
     Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=4, carry=True),
+    Variant((64, 64), (2, 2), 32, mma=True, ldmatrix=True, stages=4, carry=True),
+    Variant((64, 64), (4, 2), 32, mma=True, ldmatrix=True, stages=3, carry=True),
+    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=3, carry=True),
+    Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True),
+    Variant((64, 32), (2, 4), 32, mma=True),
+    Variant((64, 64), (2, 4), 32, mma=True, ldmatrix=True, stages=3),
+    Variant((64, 32), (2, 4), 32, mma=True, ldmatrix=True, stages=4),
+    Variant((64, 64), (2, 4), 64, mma=True, ldmatrix=True, stages=3),
+    Variant((32, 32), (2, 2), 32, mma=True),
+    Variant((32, 32), (2, 2), 32, mma=True, ldmatrix=True),
+    Variant((64, 64), (2, 2), 16, mma=True, ldmatrix=True),
+    Variant((32, 64), (4, 2), 32, mma=True, ldmatrix=True),
 )
 """For a GPU with tensor cores, f16 and bf16 only (``fits``), default first: pipelined
 (``stages``; operands of 16-byte aligned rows), a 128 x 256 tile of 8 warps of 64 x 64
 (128 accumulators a work-item) in 4 steps of 32 along k in local memory (96 KiB), each
-step's last 16 loading the next one's first fragments (``carry``). Its kernels alone on an
-H100 SXM, 2026-12-05: bf16 8192^3 2.64 ms (417 TFLOP/s), 128 x 256 in 3 steps 2.77, 256 x
-128 in 3 2.74, the unpipelined 128 x 128 of element-by-element fragments 7.12; bf16 64 x
-512^3 113, 119, 121 and 168 us (a 128 x 128 tile of 4 warps of 64 x 64 in 4 steps, second
-here, ran 110 us in an earlier run). Where the rows are not aligned the default is the
-first that fits: a 128 x 128 tile of 8 warps, each 64 x 32 outputs (4 x 4 MMAs a step of
-16 along k: 64 accumulators a work-item), fragments by LdMatrix (H200, 2026-12-04: 177.9
-TFLOP/s at bf16 8192^3, element by element 152.9). The rest for the search: 64 x 64
-tiles of 4 warps for products of few tiles; without carry (fewer registers: sm_90's
-ptxas 227 for warps of 64 x 64, 126 for 64 x 32, two groups of 256 on an SM; with carry
+step's last 16 loading the next one's first fragments (``carry``). Every variant stores its
+tile through local memory (``_Tiles.store_tile``). Their kernels alone on an H100 SXM,
+2026-12-07 (``matmul_bench --variants``): bf16 8192^3 447, 424, 446 and 441 TFLOP/s for
+the first four (the default 417 on 12-05, its stores from the fragments); bf16 64 x 512^3
+266, 276, 258 and 264 (torch 239 in the same run; 151 with the fragments' stores). Where
+the rows are not aligned the default is the first that fits: a 128 x 128 tile of 8 warps,
+each 64 x 32 outputs (4 x 4 MMAs a step of 16 along k: 64 accumulators a work-item),
+fragments by LdMatrix (H100, 12-07: 137 TFLOP/s at 64 x 512^3; H200, 12-04, stores from
+the fragments: 177.9 at 8192^3, element by element 152.9). The rest for the search: 64 x
+64 tiles of 4 warps for products of few tiles; without carry (fewer registers: sm_90's
+ptxas 219 for warps of 64 x 64, 126 for 64 x 32, two groups of 256 on an SM; with carry
 252 and 148), 128 x 256 in 3, 128 x 128 of 8 warps of 64 x 32 in 4, and 128 x 256 with 64
-along k a step in 3 (144 KiB). Each stores its tile through local memory (``staged_out``:
-2 sectors a warp's store where the fragments' stores touch 8, ``zyx.ir.access``; the same
-registers, sm_90 ptxas) but the last, the default as it was, for measuring the two (not
-yet timed on a GPU)."""
+along k a step in 3 (144 KiB, and 66 KiB for the output's tile)."""
 
 COPY_BYTES = 16
 """Bytes of one ``CopyAsync`` of a pipelined variant (``stages``), ``cp.async``'s largest,
@@ -282,8 +277,6 @@ def fits(variant: Variant, m: Matmul, device: Device) -> bool:
         return False
     if variant.carry and not (variant.stages and variant.mma):
         return False
-    if variant.staged_out and not _fits_staged_out(variant):
-        return False
     rows, cols = variant.tile
     if any(variant.depth * n % variant.local_size for n in (rows, cols)):
         return False  # each work-item copies as many elements of a tile
@@ -317,6 +310,8 @@ def _fits_mma(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
     if rows % 16 or cols % 8 or variant.depth % 16 or not variant.depth:
         return False
     rows, cols = variant.tile
+    if variant.local_size % cols and cols % variant.local_size:
+        return False  # the tile's stores (``_Tiles.store_tile``): whole rows or whole groups
     if variant.stages:
         return _fits_stages(variant, m, info)
     a_tile = _mma_tile_length(rows, variant.depth, abs(m.a.strides[-1]) == 1)
@@ -324,17 +319,10 @@ def _fits_mma(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
     return (a_tile + b_tile + _out_tile_length(variant)) * dtype.itemsize <= info.local_mem_size
 
 
-def _fits_staged_out(variant: Variant) -> bool:
-    """Whether ``variant`` can store its tile through local memory (``staged_out``): with
-    tensor cores, each row stored by whole work-groups or a work-group by whole rows."""
-    cols, size = variant.tile[1], variant.local_size
-    return variant.mma and (size % cols == 0 or cols % size == 0)
-
-
 def _out_tile_length(variant: Variant) -> int:
-    """Elements of the output's tile in local memory (``staged_out``), else 0."""
+    """Elements of a tensor-core tile's output in local memory (``_Tiles.store_tile``)."""
     rows, cols = variant.tile
-    return rows * (cols + MMA_PAD) if variant.staged_out else 0
+    return rows * (cols + MMA_PAD)
 
 
 def _fits_stages(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
@@ -365,7 +353,7 @@ def _fits_stages(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
         (count if k else variant.depth) * stage_stride(variant, dtype, k, count, spread)
         for count, k, spread in zip((rows, cols), along, (False, True), strict=True)
     )
-    total = variant.stages * stage + _out_tile_length(variant)
+    total = variant.stages * stage + (_out_tile_length(variant) if variant.mma else 0)
     return total * dtype.itemsize <= info.local_mem_size
 
 
@@ -759,17 +747,15 @@ class _Tiles:
     def store_tile(
         self, warp: _Warp, lid: Value, out_base: Value, row0: Value, col0: Value
     ) -> None:
-        """The warps' blocks stored into the output. From their MMA fragments a warp's store
-        writes 2 of 8 bytes in each of 8 rows: 8 sectors for 2 sectors' bytes. So with
-        ``Variant.staged_out`` the work-group first writes its tile, in the output's dtype,
-        to local memory (rows padded by ``MMA_PAD``: a fragment's 8 rows x 4 pairs in 32
+        """The warps' blocks stored into the output through local memory. From its MMA
+        fragments a warp's store writes 2 of 8 bytes in each of 8 rows: 8 sectors for 2
+        sectors' bytes. So the work-group first writes its tile, in the output's dtype, to
+        local memory (rows padded by ``MMA_PAD``: a fragment's 8 rows x 4 pairs in 32
         banks), and then stores it row by row, a warp's store 32 consecutive elements, as
-        CUTLASS's epilogue does."""
+        CUTLASS's epilogue does. H100 SXM, 2026-12-07, the default's kernel alone: bf16
+        8192^3 448 TFLOP/s where the fragments' stores ran 416, 64 x 512^3 272 where 151
+        (with no stores at all 453 and 327)."""
         kb, m, v = self.kb, self.m, self.v
-        if not v.staged_out:
-            for row, col, value in warp.outputs():
-                self.store(out_base, row0 + row, col0 + col, value)
-            return
         rows, cols = v.tile
         stride = cols + MMA_PAD
         tile = kb.define(m.output.dtype, rows * stride, Storage.LOCAL)
@@ -780,7 +766,7 @@ class _Tiles:
         for q in range(rows * cols // size):
             if size % cols == 0:  # a work-item's column is the same in each row it stores
                 row, col = lid / cols + q * (size // cols), lid % cols
-            else:  # rows of whole multiples of the group's size (``_fits_staged_out``)
+            else:  # rows of whole multiples of the group's size (``_fits_mma``)
                 row, col = lid * 0 + q // (cols // size), lid + q % (cols // size) * size
             self.store(out_base, row0 + row, col0 + col, tile[row * stride + col])
 
