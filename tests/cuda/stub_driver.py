@@ -11,8 +11,11 @@ Each stream gets its own handle, and every launch, through cuda-python or the na
 is logged with its function, grid, stream and ``kernelParams`` address (a launch without a
 work-group fails, logged, as the driver refuses it: CUDA_ERROR_INVALID_VALUE; one while
 another context is current fails unlogged: CUDA_ERROR_INVALID_HANDLE); every
-``cuStreamWaitEvent`` with its stream; every CUDA graph and stream capture call by its
-name; every ``cuStreamDestroy`` with its stream.
+``cuStreamWaitEvent`` with its stream; every CUDA graph and stream capture call through
+cuda-python by its name; every ``cuGraphLaunch`` of the native module with its graph exec
+and stream, while launches are logged (one of the graph ``refuse_graph`` named fails
+unlogged: CUDA_ERROR_INVALID_VALUE; one in another context as a launch does); every
+``cuStreamDestroy`` with its stream.
 """
 
 from __future__ import annotations
@@ -47,8 +50,8 @@ _ATTRIBUTES = {
 _STAND_INS = f"""
 #include <stdint.h>
 #define LOG 4096
-static uint64_t logged[LOG][{_WIDTH}];
-static int count = 0, recording = 0;
+static uint64_t logged[LOG][{_WIDTH}], graphs[LOG][2], refused = 0;
+static int count = 0, graph_count = 0, recording = 0;
 static void *current = (void *){CONTEXT};
 int launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
            unsigned bz, unsigned shared, void *stream, void **params, void **extra) {{
@@ -60,6 +63,23 @@ int launch(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned
         entry[4] = (uint64_t)stream, entry[5] = (uint64_t)params;
     }}
     return gx && gy && gz ? 0 : 1;
+}}
+int graph_launch(void *graph, void *stream) {{
+    if (current != (void *){CONTEXT})
+        return 400;
+    if ((uint64_t)graph == refused)
+        return 1;  /* CUDA_ERROR_INVALID_VALUE */
+    if (recording && graph_count < LOG)
+        graphs[graph_count][0] = (uint64_t)graph, graphs[graph_count++][1] = (uint64_t)stream;
+    return 0;
+}}
+void refuse_graph(uint64_t graph) {{ refused = graph; }}
+int take_graphs(uint64_t *out, int most) {{
+    int n = graph_count < most ? graph_count : most;
+    for (int i = 0; i < n; i++)
+        out[2 * i] = graphs[i][0], out[2 * i + 1] = graphs[i][1];
+    graph_count = 0;
+    return n;
 }}
 int current_context(void **context) {{ *context = current; return 0; }}
 void set_current(void *context) {{ current = context; }}
@@ -77,8 +97,9 @@ int take(uint64_t *out, int most) {{
 
 
 class StandIns:
-    """The C stand-ins: ``cuLaunchKernel`` (logging), ``cuCtxGetCurrent`` (the context
-    ``cuCtxSetCurrent`` or ``make_current`` made current last), and success."""
+    """The C stand-ins: ``cuLaunchKernel`` and ``cuGraphLaunch`` (logging),
+    ``cuCtxGetCurrent`` (the context ``cuCtxSetCurrent`` or ``make_current`` made current
+    last), and success."""
 
     def __init__(self) -> None:
         self.waits: list[int] = []
@@ -97,7 +118,11 @@ class StandIns:
 
     def address(self, symbol: bytes) -> int:
         """The stand-in for the driver's entry point ``symbol``."""
-        names = {b"cuLaunchKernel": "launch", b"cuCtxGetCurrent": "current_context"}
+        names = {
+            b"cuLaunchKernel": "launch",
+            b"cuCtxGetCurrent": "current_context",
+            b"cuGraphLaunch": "graph_launch",
+        }
         function = getattr(self.library, names.get(symbol, "success"))
         return ctypes.cast(function, ctypes.c_void_p).value or 0
 
@@ -120,6 +145,17 @@ class StandIns:
         out = (ctypes.c_uint64 * (4096 * _WIDTH))()
         n = self.library.take(out, 4096)
         return [tuple(out[i * _WIDTH : (i + 1) * _WIDTH]) for i in range(n)]  # type: ignore[misc]
+
+    def graph_launches(self) -> list[tuple[int, int]]:
+        """``(graph exec, stream)`` of the native module's graph launches logged since the
+        last call (cuda-python's are in ``graph_calls``)."""
+        out = (ctypes.c_uint64 * (4096 * 2))()
+        n = self.library.take_graphs(out, 4096)
+        return [(out[2 * i], out[2 * i + 1]) for i in range(n)]
+
+    def refuse_graph(self, graph: int) -> None:
+        """Make the native module's launches of ``graph`` fail from now on."""
+        self.library.refuse_graph(ctypes.c_uint64(graph))
 
 
 @cache

@@ -1,8 +1,10 @@
 """Library programs run on the stream zyx chooses, ordered by the same hazards as kernels;
-the stream a recording captures them on is destroyed with the program."""
+the stream a recording captures them on is destroyed with the program. A replaying one's
+replays that repeat the last launch run in C (native.c's ``Replayer``), a claim's too."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -76,9 +78,22 @@ def test_the_capture_stream_is_destroyed_with_the_program() -> None:
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler 'cc' on PATH")
-def test_a_replaying_call_is_captured_the_second_time_and_replayed_after() -> None:
-    """On the stand-in driver, in a process of its own; no GPU."""
-    out = run_stubbed(Path(__file__), "replay")
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_replaying_call_is_captured_the_second_time_and_replayed_after(native: str) -> None:
+    """On the stand-in driver, in a process of its own, with zyx-cuda's native module and
+    without it (``ZYX_NATIVE=0``); no GPU."""
+    out = run_stubbed(Path(__file__), "replay", native)
+    assert out == "ok\n", out
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler 'cc' on PATH")
+@pytest.mark.parametrize("mode", ["native", "claim"])
+def test_a_replay_of_the_last_launch_runs_in_c(mode: str) -> None:
+    """Through ``Device.launch`` (``replay_in_c``) and a claim's realize
+    (``claim_replays``), on the stand-in driver, in a process of its own; no GPU."""
+    out = run_stubbed(Path(__file__), mode)
+    if out.startswith("skip:"):
+        pytest.skip(out)
     assert out == "ok\n", out
 
 
@@ -121,11 +136,13 @@ def capture_and_release() -> str:
     return "ok"
 
 
-def replay_and_release() -> str:
+def replay_and_release(native: str) -> str:
+    os.environ["ZYX_NATIVE"] = native
     sys.path.insert(0, str(HERE))
     from stub_driver import install
 
     stand_ins = install()
+    stand_ins.record(True)
     from zyx_cuda.device import CudaDevice
     from zyx_cuda.library import REPLAYS, LibraryProgram
 
@@ -137,6 +154,7 @@ def replay_and_release() -> str:
     device = CudaDevice(0, queues=1)
     params = [Param(DType.U32, ParamKind.GLOBAL_MUT), Param(DType.U32, ParamKind.VARIABLE)]
     filler = LibraryProgram(device, "fill", params, fill, replay=True)
+    assert (filler.replayer is not None) == (native == "1")
     a, b = device.pool.allocate(64), device.pool.allocate(64)
     for args in ([a, 9], [a, 9], [a, 9], [b, 9], [a, 10], [a, 9]):
         device.launch(filler, args)
@@ -150,7 +168,8 @@ def replay_and_release() -> str:
     assert calls[0][0] in streams and calls[1][0] not in streams, "the second on the capture's"
     graphs = stand_ins.graph_calls
     assert graphs.count("cuStreamBeginCapture") == graphs.count("cuGraphInstantiate") == 1
-    assert graphs.count("cuGraphLaunch") == 3, graphs
+    in_c = len(stand_ins.graph_launches())  # the third: it repeats the second
+    assert (graphs.count("cuGraphLaunch"), in_c) == ((2, 1) if filler.replayer else (3, 0))
     for value in range(REPLAYS):  # each twice: captured; the least recent set's graph goes
         device.launch(filler, [b, value])
         device.launch(filler, [b, value])
@@ -172,5 +191,158 @@ def replay_and_release() -> str:
     return "ok"
 
 
+def replay_in_c() -> str:
+    """A replaying program's launches: those repeating the last launch, a graph's, replay
+    it in C; every other goes to Python, which never leaves C a graph it destroyed."""
+    sys.path.insert(0, str(HERE))
+    from stub_driver import CONTEXT, install
+
+    stand_ins = install()
+    stand_ins.record(True)
+    from cuda.bindings import driver
+
+    from zyx.errors import BackendError, ErrorStatus
+    from zyx_cuda import library
+    from zyx_cuda.device import CudaDevice
+
+    made: list[int] = []
+    destroyed: list[int] = []
+    instantiate, destroy = driver.cuGraphInstantiate, driver.cuGraphExecDestroy
+
+    def instantiated(*args: object) -> tuple[object, int]:
+        found = instantiate(*args)
+        made.append(found[1])
+        return found
+
+    def destroyed_exec(graph_exec: int) -> tuple[object]:
+        destroyed.append(graph_exec)
+        return destroy(graph_exec)
+
+    driver.cuGraphInstantiate, driver.cuGraphExecDestroy = instantiated, destroyed_exec
+    calls: list[list[int]] = []
+
+    def fill(stream: int, pointers: list[int], scalars: list[Scalar]) -> None:
+        calls.append(pointers)
+
+    device = CudaDevice(0, queues=1)
+    params = [Param(DType.U32, ParamKind.GLOBAL_MUT), Param(DType.U32, ParamKind.VARIABLE)]
+    filler = library.LibraryProgram(device, "fill", params, fill, replay=True)
+    if filler.replayer is None:
+        return "skip: zyx-cuda's native module did not build"
+    a, b = device.pool.allocate(64), device.pool.allocate(64)
+    stream, graphs = int(device.streams.handles[0]), stand_ins.graph_calls
+
+    def launch(*args: object, python: int = 0, c: int = 0) -> None:
+        """Launch ``args``: ``python`` graph launches through cuda-python, ``c`` in C, each
+        of a graph captured and not destroyed, on the one stream."""
+        before, launched = graphs.count("cuGraphLaunch"), filler.replayer.launched
+        device.launch(filler, list(args))
+        assert graphs.count("cuGraphLaunch") - before == python, (args, graphs)
+        in_c = stand_ins.graph_launches()
+        assert filler.replayer.launched - launched == len(in_c) == c, (args, in_c)
+        assert all(g in made and g not in destroyed and s == stream for g, s in in_c), in_c
+
+    launch(a, 9)  # called
+    launch(a, 9, python=1)  # captured, launched
+    for _ in range(3):  # the same objects: replayed in C, the library not called
+        launch(a, 9, c=1)
+    assert len(calls) == 2 and len(made) == 1
+    launch(b, 9)  # another buffer: called in Python
+    launch(a, 9, python=1)  # the last launch was not this graph's: Python, once
+    launch(a, 9, c=1)
+    big = 3_000_000_000
+    launch(a, int(str(big)))  # a scalar of its own each time: never the packed one
+    launch(a, int(str(big)), python=1)
+    launch(a, int(str(big)), python=1)
+    stand_ins.make_current(0)  # another library's context: Python makes ours current
+    launch(a, big, python=1)
+    assert stand_ins.current() == CONTEXT
+    launch(a, big, c=1)
+    stand_ins.refuse_graph(made[-1])  # the driver's error, raised, nothing recorded
+    issued = list(device.streams.issued)
+    try:
+        device.launch(filler, [a, big])
+        raise AssertionError("a failed cuGraphLaunch passed")
+    except BackendError as error:
+        assert error.status is ErrorStatus.KERNEL_LAUNCH and "cuGraphLaunch" in str(error)
+    assert device.streams.issued == issued and filler.replayer.launched == 5
+    stand_ins.refuse_graph(0)
+
+    library.REPLAYS = 1  # a new program's each capture evicts the graph launched last
+    filler = library.LibraryProgram(device, "fill", params, fill, replay=True)
+    launch(b, 5)
+    launch(b, 5, python=1)
+    launch(b, 5, c=1)
+    launch(a, 5)
+    launch(a, 5, python=1)  # captured: the graph of (b, 5) goes
+    assert made[-2] in destroyed
+    launch(b, 5)  # called: its graph is gone
+    launch(a, 5, python=1)  # the last launch was another's
+    launch(a, 5, c=1)  # the graph of (a, 5), kept
+    assert made[-1] not in destroyed
+    device.release(filler)
+    for submit in (filler.submit, filler.replayer.submit):
+        try:  # refused, by Python, even through the Replayer
+            submit([a, 5])
+            raise AssertionError("a launch of a released program ran")
+        except BackendError as error:
+            assert error.status is ErrorStatus.INCORRECT_KERNEL_ARG, error
+    assert filler.submit == filler.schedule and not stand_ins.graph_launches()
+    return "ok"
+
+
+def claim_replays() -> str:
+    """A claim whose program is a replaying LibraryProgram: realized again and again, it
+    is replayed in C, the realize's Python path not launching any graph."""
+    sys.path.insert(0, str(HERE))
+    from stub_driver import install
+
+    stand_ins = install()
+    stand_ins.record(True)
+    import numpy as np
+
+    import zyx
+    from zyx.graph.claims import Claim, matmuls
+    from zyx.graph.nodes import CustomLaunch
+    from zyx.graph.schedule import Graph
+    from zyx.hookspecs import hookimpl
+    from zyx.plugins import registry
+    from zyx_cuda.library import LibraryProgram
+
+    calls: list[list[int]] = []
+
+    def run(stream: int, pointers: list[int], scalars: list[Scalar]) -> None:
+        calls.append(pointers)
+
+    device = zyx.device("cuda")
+    kinds = [ParamKind.GLOBAL] * 2 + [ParamKind.GLOBAL_MUT] * 2
+    program = LibraryProgram(device, "fake", [Param(DType.U8, k) for k in kinds], run, replay=True)
+    slots = (("src", 0), ("src", 1), ("out", 0), ("scratch", 0))
+
+    class Claimer:
+        @hookimpl
+        def zyx_match_graph(self, graph: Graph) -> list[Claim]:
+            inputs = [(m.output, (m.a.node, m.b.node)) for m in matmuls(graph)]
+            launches = [CustomLaunch(program, slots)]
+            return [Claim(out, ins, "fake", lambda _: launches, (1 << 20,)) for out, ins in inputs]
+
+    if program.replayer is None:
+        return "skip: zyx-cuda's native module did not build"
+    registry().plugin_manager.register(Claimer(), name="replayed-claim")
+    x, y = (zyx.asarray(np.ones((64, 64), np.float32), device=device) for _ in range(2))
+    for _ in range(4):  # called, captured and launched in Python, then replayed in C
+        zyx.realize(x @ y)
+    assert zyx.stats().claims_taken == 1 and len(calls) == 2, (zyx.stats(), calls)
+    assert stand_ins.graph_calls.count("cuGraphLaunch") == 1
+    assert len(stand_ins.graph_launches()) == 2
+    for _ in range(10):
+        zyx.realize(x @ y)
+    assert stand_ins.graph_calls.count("cuGraphLaunch") == 1 and len(calls) == 2
+    assert len(stand_ins.graph_launches()) == program.replayer.launched - 2 == 10
+    return "ok"
+
+
 if __name__ == "__main__":
-    print(replay_and_release() if sys.argv[1:] == ["replay"] else capture_and_release())
+    modes = {"replay": replay_and_release, "native": replay_in_c, "claim": claim_replays}
+    mode, *rest = sys.argv[1:] or ["capture"]
+    print(modes.get(mode, capture_and_release)(*rest))

@@ -53,3 +53,9 @@ def test_read_checks_its_arguments(module: ModuleType) -> None:
 def test_a_reader_needs_the_bound_calls(module: ModuleType) -> None:
     with pytest.raises(RuntimeError, match="before bind and bind_copies"):
         module.Reader(None, None, None, 1, 1, 1, 1)
+
+
+def test_launchers_need_the_bound_calls(module: ModuleType) -> None:
+    for kind in (module.Launcher, module.Replayer):
+        with pytest.raises(RuntimeError, match="before bind"):
+            kind(None, None)

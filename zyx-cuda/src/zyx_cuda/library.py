@@ -20,6 +20,12 @@ captured into a CUDA graph, and later launches with those arguments replay it wi
 ``cuGraphLaunch`` instead of calling the library (cuDNN's execute costs several times a
 graph launch on the host). The last ``REPLAYS`` argument sets keep their graphs. A call
 that cannot be captured is from then on called, not replayed (logged on ``zyx.dev``).
+
+Where zyx-cuda's native module is built and launches are not logged, a replaying
+program's ``submit`` is native.c's ``Replayer.submit``: a launch with the very argument
+objects of the last one, where that one launched a graph, launches it again in C
+(``NativeReplay``); every other launch takes the Python path, ``schedule``, which is its
+specification.
 """
 
 from __future__ import annotations
@@ -27,15 +33,17 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from cuda.bindings import driver
 
 from zyx.backend import Arg, Buffer, Scalar
-from zyx.errors import ErrorStatus
+from zyx.errors import BackendError, ErrorStatus
 from zyx.ir.ops import Kernel, Param
-from zyx_cuda.errors import check
-from zyx_cuda.program import CudaProgram
+from zyx_cuda.errors import check, cuda_error
+from zyx_cuda.native import replayer_type
+from zyx_cuda.program import CudaProgram, NativeProgram
 
 if TYPE_CHECKING:
     from zyx_cuda.device import CudaDevice
@@ -51,6 +59,17 @@ REPLAYS = 8
 _log = logging.getLogger("zyx.dev")
 
 Arguments = tuple[tuple[int, ...], tuple[Scalar, ...]]
+
+
+@dataclass(frozen=True)
+class NativeReplay(NativeProgram):
+    """A replaying program's, for a ``Replayer``: ``packed`` holds the argument objects of
+    the last launch, where it launched ``graph``."""
+
+    graph: list[int]
+    """``[address]``: the graph exec the last launch launched, which the C path launches
+    again for ``packed``; ``[0]`` where it launches none. The Python path sets it to 0
+    before anything that could make it stale (a capture, an eviction, a call, a release)."""
 
 
 class LibraryProgram(CudaProgram):
@@ -72,10 +91,21 @@ class LibraryProgram(CudaProgram):
         self._graphs: OrderedDict[Arguments, Any] = OrderedDict()
         """Graph execs by the arguments they were captured with, least recent first."""
         self._last: Arguments | None = None
+        self._packed: list[object] = [None] * len(self.param_kinds)
+        self._graph = [0]
+        """``NativeReplay.packed`` and ``graph``: kept here, read by the ``Replayer``."""
+        self.replayer = self._replayer() if replay else None
+        """zyx-cuda's native ``Replayer`` of this program, or ``None`` (see ``_replayer``)."""
+        if self.replayer is not None:
+            self.submit = self.replayer.submit
 
     def enqueue(self, stream: Any, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
         pointers, scalars = self._arguments(values)
         if self.replay:
+            # No graph for the C path until this launch launches one: a replay there
+            # leaves ``_last`` and the graphs' order as they are, right for the last
+            # launch's graph only, and must never find one destroyed (evicted, released).
+            self._graph[0] = 0
             key = (tuple(pointers), tuple(scalars))
             graph = self._graphs.get(key)
             if graph is None and key == self._last:
@@ -84,8 +114,36 @@ class LibraryProgram(CudaProgram):
             if graph is not None:
                 self._graphs.move_to_end(key)
                 check(_GRAPH, "cuGraphLaunch", driver.cuGraphLaunch(graph, stream))
+                self._packed[:] = values
+                self._graph[0] = int(graph)
                 return
         self.call(int(stream), pointers, scalars)
+
+    def _replayer(self) -> Any:
+        """zyx-cuda's native ``Replayer`` for this program, which launches the last
+        launch's graph again in C where a launch repeats its argument objects on a stream
+        without a cross-stream hazard, and hands every other launch to ``schedule``;
+        ``None`` without the native module, where launches are logged, or where a
+        ``LaunchLayout`` does not apply (more params than it takes)."""
+        replayer, layout = replayer_type(), self.native_layout()
+        if replayer is None or layout is None:
+            return None
+        replay = NativeReplay(
+            schedule=self.schedule,
+            failure=self._launch_error,
+            packed=self._packed,
+            graph=self._graph,
+            context=int(self.device.context.handle),
+        )
+        return replayer(layout, replay)
+
+    @staticmethod
+    def _launch_error(result: int) -> BackendError:
+        return cuda_error(_GRAPH, "cuGraphLaunch", result)
+
+    def retire(self) -> None:
+        self._graph[0] = 0  # its graphs are destroyed once the work queued so far is done
+        super().retire()
 
     def _arguments(self, values: Sequence[Arg]) -> tuple[list[int], list[Scalar]]:
         """The call's device pointers and scalars, each in param order."""

@@ -3,7 +3,8 @@
  * launch: cuLaunchKernel with plain ints, no conversion objects: the driver's entry point
  * is bound once (bind), the kernel arguments are already packed in a void** block.
  * Launcher: a kernel's whole launch in C where it repeats an earlier one (below), under
- * the device's Lock (tracker.c's, which this module exports too).
+ * the device's Lock (tracker.c's, which this module exports too); Replayer, a Launcher
+ * whose launch is a replaying library call's CUDA graph.
  * upload, download: one staging lane's part of a host<->device copy (see staging.py),
  * without the GIL: per chunk it claims, wait for the slot, copy into or out of it, and the
  * DMA; in Python each chunk cost a GIL handoff per driver call.
@@ -37,17 +38,21 @@ static event_sync_fn event_sync = NULL;
 static stream_sync_fn stream_sync = NULL;
 
 typedef int (*ctx_get_current_fn)(void **context);
+typedef int (*graph_launch_fn)(void *graph_exec, void *stream);
 
 static ctx_get_current_fn ctx_get_current = NULL;
+static graph_launch_fn graph_launch = NULL;
 
 
-/* bind(cuLaunchKernel, cuCtxGetCurrent): the driver's entry points for launches */
+/* bind(cuLaunchKernel, cuCtxGetCurrent, cuGraphLaunch): the driver's entry points for
+ * launches */
 static PyObject *bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *entries[2];
-    if (zyx_entry_points("bind", args, nargs, 2, entries))
+    void *entries[3];
+    if (zyx_entry_points("bind", args, nargs, 3, entries))
         return NULL;
     launch_kernel = (launch_kernel_fn)entries[0];
     ctx_get_current = (ctx_get_current_fn)entries[1];
+    graph_launch = (graph_launch_fn)entries[2];
     Py_RETURN_NONE;
 }
 
@@ -179,6 +184,15 @@ static int remains(const Lane *l) {
 
 static PyObject *lane_result(int status, const char *call) {
     return Py_BuildValue("(is)", status, status ? call : "");
+}
+
+/* Raise ``error`` (what a ``failure`` callable returned, or NULL where it raised): NULL. */
+static PyObject *raise_error(PyObject *error) {
+    if (error != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
+        Py_DECREF(error);
+    }
+    return NULL;
 }
 
 /* upload(...lane) -> (CUresult, call): host to device through the lane's two slots. A
@@ -328,9 +342,12 @@ static PyObject *read_whole(PyObject *self, PyObject *const *args, Py_ssize_t na
 typedef struct {
     PyObject_HEAD
     ZyxTracking tracking;
-    PyObject *schedule; /* KernelProgram.schedule: the Python path */
-    PyObject *packed;   /* list: the argument objects the block holds (or a sentinel) */
+    PyObject *schedule; /* the program's schedule: the Python path */
+    PyObject *packed;   /* list: the argument objects the block holds (or a sentinel); a
+                           Replayer's: those its graph was captured with */
     PyObject *grid;     /* list: work-groups per axis of the packed arguments */
+    PyObject *graph;    /* a Replayer's (NULL in a Launcher's): list, the CUgraphExec it
+                           replays as an int, 0 where none */
     PyObject *failure;  /* failure(CUresult) -> the exception to raise */
     void *context, *function, **kernel_params;
     unsigned block[3], shared;
@@ -341,6 +358,7 @@ static int launcher_traverse(Launcher *self, visitproc visit, void *arg) {
     Py_VISIT(self->schedule);
     Py_VISIT(self->packed);
     Py_VISIT(self->grid);
+    Py_VISIT(self->graph);
     Py_VISIT(self->failure);
     return zyx_tracking_traverse(&self->tracking, visit, arg);
 }
@@ -349,6 +367,7 @@ static int launcher_clear(Launcher *self) {
     Py_CLEAR(self->schedule);
     Py_CLEAR(self->packed);
     Py_CLEAR(self->grid);
+    Py_CLEAR(self->graph);
     Py_CLEAR(self->failure);
     zyx_tracking_clear(&self->tracking);
     return 0;
@@ -359,6 +378,38 @@ static void launcher_dealloc(Launcher *self) {
     launcher_clear(self);
     zyx_tracking_free(&self->tracking);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Set ``*field`` to ``native.name``, holding it, where it is a list of ``size`` entries;
+ * -1 with an exception. */
+static int hold_list(PyObject **field, PyObject *native, const char *name, Py_ssize_t size) {
+    if (zyx_hold_field(field, native, name))
+        return -1;
+    if (PyList_CheckExact(*field) && PyList_GET_SIZE(*field) == size)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "%s.%s: not a list of %zd", Py_TYPE(native)->tp_name, name,
+                 size);
+    return -1;
+}
+
+/* The fields a Launcher and a Replayer share, from what either is made of: ``(layout,
+ * native)``, a zyx.native.LaunchLayout and a NativeKernel or NativeReplay (``*native``,
+ * borrowed). 0, or -1 with an exception. */
+static int launcher_fields(Launcher *self, PyObject *args, PyObject **native) {
+    PyObject *layout;
+    if (!PyArg_ParseTuple(args, "OO", &layout, native))
+        return -1;
+    if (ctx_get_current == NULL) { /* bind sets every launch entry point at once */
+        PyErr_Format(PyExc_RuntimeError, "%s before bind", Py_TYPE(self)->tp_name);
+        return -1;
+    }
+    return zyx_tracking_init(&self->tracking, layout) ||
+                   zyx_hold_field(&self->schedule, *native, "schedule") ||
+                   hold_list(&self->packed, *native, "packed", self->tracking.params) ||
+                   zyx_hold_field(&self->failure, *native, "failure") ||
+                   zyx_address_field(*native, "context", &self->context)
+               ? -1
+               : 0;
 }
 
 /* The NativeKernel's ``block`` (three ints) and ``shared`` (bytes). */
@@ -380,35 +431,62 @@ static int launch_shape(Launcher *self, PyObject *kernel) {
 
 /* Launcher(layout, kernel): a zyx.native.LaunchLayout and a NativeKernel */
 static int launcher_init(Launcher *self, PyObject *args, PyObject *kwargs) {
-    PyObject *layout, *kernel;
-    if (!PyArg_ParseTuple(args, "OO", &layout, &kernel))
-        return -1;
-    if (launch_kernel == NULL || ctx_get_current == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Launcher before bind");
-        return -1;
-    }
-    if (zyx_tracking_init(&self->tracking, layout) ||
-        zyx_hold_field(&self->schedule, kernel, "schedule") ||
-        zyx_hold_field(&self->packed, kernel, "packed") ||
-        zyx_hold_field(&self->grid, kernel, "grid") ||
-        zyx_hold_field(&self->failure, kernel, "failure") ||
-        zyx_address_field(kernel, "context", &self->context) ||
+    PyObject *kernel;
+    if (launcher_fields(self, args, &kernel) || hold_list(&self->grid, kernel, "grid", 3) ||
         zyx_address_field(kernel, "function", &self->function) ||
-        zyx_address_field(kernel, "params", (void **)&self->kernel_params) ||
-        launch_shape(self, kernel))
+        zyx_address_field(kernel, "params", (void **)&self->kernel_params))
         return -1;
-    if (!PyList_CheckExact(self->packed) ||
-        PyList_GET_SIZE(self->packed) != self->tracking.params ||
-        !PyList_CheckExact(self->grid) || PyList_GET_SIZE(self->grid) != 3) {
-        PyErr_SetString(PyExc_ValueError, "NativeKernel: packed of one entry per param, a "
-                                          "grid of three");
-        return -1;
-    }
-    return 0;
+    return launch_shape(self, kernel);
 }
 
 static PyObject *launcher_fallback(Launcher *self, PyObject *args) {
     return PyObject_CallOneArg(self->schedule, args);
+}
+
+/* ``args`` as one item per param (``*items``), where they are a list or a tuple of that
+ * many and ``packed`` still has one per param: 1; else 0, for the Python path. */
+static int launch_items(Launcher *self, PyObject *args, PyObject *const **items) {
+    Py_ssize_t params = self->tracking.params;
+    if (!PyList_CheckExact(args) && !PyTuple_CheckExact(args))
+        return 0;
+    if (PySequence_Fast_GET_SIZE(args) != params || PyList_GET_SIZE(self->packed) != params)
+        return 0;
+    *items = PySequence_Fast_ITEMS(args);
+    return 1;
+}
+
+/* Whether the program's context is the calling thread's current one (the Python path
+ * makes it current). */
+static int in_context(Launcher *self) {
+    void *current = NULL;
+    return !ctx_get_current(&current) && current == self->context;
+}
+
+/* The queue a launch of ``items`` runs on here, its buffers and their records held in
+ * ``bufs`` and ``records`` (zyx_tracking_release them after): the tracker's choice, where
+ * it needs no wait on another queue; -1, nothing held, where it is the Python path's. */
+static long launch_queue(Launcher *self, PyObject *const *items, PyObject **bufs,
+                         PyObject **records) {
+    ZyxTracking *t = &self->tracking;
+    if (zyx_tracking_hold(t, items, bufs, records))
+        return -1;
+    long queue = zyx_tracking_choose(t, records);
+    if (!zyx_tracking_hazard(t, records, queue))
+        return queue;
+    zyx_tracking_release(t, bufs, records);
+    return -1;
+}
+
+/* After the driver returned ``result`` for a launch on ``queue``: the launch recorded and
+ * counted, or the failure raised. */
+static PyObject *launch_done(Launcher *self, int result, PyObject **bufs, PyObject **records,
+                             long queue) {
+    if (result)
+        return raise_error(PyObject_CallFunction(self->failure, "i", result));
+    if (zyx_tracking_commit(&self->tracking, bufs, records, queue))
+        return NULL;
+    self->launched++;
+    Py_RETURN_NONE;
 }
 
 /* Whether the arguments can be launched here: each the packed object, or a buffer of the
@@ -436,6 +514,17 @@ static int launchable(Launcher *self, PyObject *const *items, unsigned long long
     return zyx_alive(t, items) && zyx_fits(&self->tracking, items);
 }
 
+/* The packed arguments' work-groups per axis into ``groups``: 1; 0 where an axis has none
+ * (nothing to launch) or more than the driver takes. */
+static int packed_groups(Launcher *self, long *groups) {
+    for (int i = 0; i < 3; i++) {
+        groups[i] = zyx_small_int(PyList_GET_ITEM(self->grid, i));
+        if (groups[i] <= 0 || groups[i] > (long)UINT32_MAX)
+            return 0;
+    }
+    return 1;
+}
+
 /* Pack the buffers that changed, launch on ``queue`` and record it: where a kernel is
  * launched in C (program.py's docstring names the one place in Python). */
 static PyObject *launch_and_commit(Launcher *self, PyObject *const *items,
@@ -455,72 +544,49 @@ static PyObject *launch_and_commit(Launcher *self, PyObject *const *items,
                            self->shared, self->tracking.handles[queue], self->kernel_params,
                            NULL);
     Py_END_ALLOW_THREADS
-    if (result) {
-        PyObject *error = PyObject_CallFunction(self->failure, "i", result);
-        if (error != NULL) {
-            PyErr_SetObject((PyObject *)Py_TYPE(error), error);
-            Py_DECREF(error);
-        }
-        return NULL;
-    }
-    if (zyx_tracking_commit(&self->tracking, bufs, records, queue))
-        return NULL;
-    self->launched++;
-    Py_RETURN_NONE;
+    return launch_done(self, result, bufs, records, queue);
 }
 
 /* A launch, the device's lock held. */
 static PyObject *launcher_submit_held(Launcher *self, PyObject *args) {
-    ZyxTracking *t = &self->tracking;
-    if (!PyList_CheckExact(args) && !PyTuple_CheckExact(args))
-        return launcher_fallback(self, args);
-    if (PySequence_Fast_GET_SIZE(args) != t->params ||
-        PyList_GET_SIZE(self->packed) != t->params)
-        return launcher_fallback(self, args);
-    PyObject *const *items = PySequence_Fast_ITEMS(args);
+    PyObject *const *items;
     unsigned long long handles[ZYX_MAX_PARAMS];
     int changed = 0;
-    if (!launchable(self, items, handles, &changed))
-        return launcher_fallback(self, args);
-    void *current = NULL;
-    if (ctx_get_current(&current) || current != self->context)
-        return launcher_fallback(self, args);
     long groups[3];
-    for (int i = 0; i < 3; i++) {
-        groups[i] = zyx_small_int(PyList_GET_ITEM(self->grid, i));
-        if (groups[i] <= 0 || groups[i] > (long)UINT32_MAX)
-            return launcher_fallback(self, args);
-    }
-    PyObject *bufs[ZYX_MAX_BUFFERS], *records[ZYX_MAX_BUFFERS];
-    if (zyx_tracking_hold(t, items, bufs, records))
+    if (!launch_items(self, args, &items) || !launchable(self, items, handles, &changed) ||
+        !in_context(self) || !packed_groups(self, groups))
         return launcher_fallback(self, args);
-    long queue = zyx_tracking_choose(t, records);
-    PyObject *done = NULL;
-    if (zyx_tracking_hazard(t, records, queue))
-        done = launcher_fallback(self, args);
-    else
-        done = launch_and_commit(self, items, handles, changed, bufs, records, queue, groups);
-    zyx_tracking_release(t, bufs, records);
+    PyObject *bufs[ZYX_MAX_BUFFERS], *records[ZYX_MAX_BUFFERS];
+    long queue = launch_queue(self, items, bufs, records);
+    if (queue < 0)
+        return launcher_fallback(self, args);
+    PyObject *done = launch_and_commit(self, items, handles, changed, bufs, records, queue,
+                                       groups);
+    zyx_tracking_release(&self->tracking, bufs, records);
     return done;
 }
+
+static PyObject *replayer_submit_held(Launcher *self, PyObject *args); /* a Replayer's: below */
 
 /* submit(args): Device.launch of the program, which takes the device's lock */
 static PyObject *launcher_submit(Launcher *self, PyObject *args) {
     zyx_lock_acquire(self->tracking.lock);
-    PyObject *done = launcher_submit_held(self, args);
+    PyObject *done = self->graph ? replayer_submit_held(self, args)
+                                 : launcher_submit_held(self, args);
     zyx_lock_release(self->tracking.lock); /* held: it cannot fail */
     return done;
 }
 
 static PyMethodDef launcher_methods[] = {
     {"submit", (PyCFunction)launcher_submit, METH_O,
-     "submit(args): launch with ``args``, in C where it repeats an earlier launch"},
+     "submit(args): launch with ``args``, in C where it repeats an earlier launch (a "
+     "Replayer's: the last, a graph's)"},
     {NULL, NULL, 0, NULL},
 };
 
 static PyMemberDef launcher_members[] = {
     {"launched", T_PYSSIZET, offsetof(Launcher, launched), READONLY,
-     "launches run in C (the rest went to KernelProgram.schedule)"},
+     "launches run in C (the rest went to the program's schedule)"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -536,6 +602,76 @@ static PyTypeObject LauncherType = {
     .tp_clear = (inquiry)launcher_clear,
     .tp_methods = launcher_methods,
     .tp_members = launcher_members,
+};
+
+/* ---- Replayer: a replaying library call's launch, for the steady state ---------------
+ *
+ * A ``LibraryProgram`` with ``replay`` (library.py) captures its call into a CUDA graph for
+ * arguments it repeats, and its ``schedule`` (``CudaProgram.schedule``, the specification
+ * of this) replays the graph with one ``cuGraphLaunch``. ``Replayer.submit`` does that
+ * launch here where it repeats the last launch of the Python path, a graph's: the very
+ * argument objects (a graph holds the pointers and scalars it was captured with), its
+ * buffers alive, its context current, on a stream with no cross-stream hazard. The
+ * Python path sets ``graph`` to that graph after it launched it and to 0 before anything
+ * else it does (a capture, a call, an eviction, a release), so a replay here is one the
+ * Python path would make, and changes nothing there but what its tracker records.
+ * Anything else goes to ``schedule``, as in a Launcher.
+ *
+ * A Replayer is a Launcher (its fields, their collection, ``submit``, ``launched``) made
+ * from the program's ``zyx.native.LaunchLayout`` and its ``zyx_cuda.library.NativeReplay``:
+ * its ``graph`` (NULL in a kernel's Launcher) is what makes ``submit`` a replay.
+ */
+
+/* Replayer(layout, replay): a zyx.native.LaunchLayout and a NativeReplay */
+static int replayer_init(Launcher *self, PyObject *args, PyObject *kwargs) {
+    PyObject *replay;
+    return launcher_fields(self, args, &replay) || hold_list(&self->graph, replay, "graph", 1)
+               ? -1
+               : 0;
+}
+
+/* The CUgraphExec a launch of ``items`` replays: the graph held, where each argument is
+ * the packed object and every buffer alive; NULL where none is (the Python path's). */
+static void *replayed_graph(Launcher *self, PyObject *const *items) {
+    PyObject *held = PyList_GET_ITEM(self->graph, 0);
+    void *graph_exec = PyLong_CheckExact(held) ? PyLong_AsVoidPtr(held) : NULL;
+    if (graph_exec == NULL) { /* and ``packed`` may hold anything, checked or not */
+        PyErr_Clear();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->tracking.params; i++)
+        if (items[i] != PyList_GET_ITEM(self->packed, i))
+            return NULL;
+    return zyx_alive(&self->tracking, items) ? graph_exec : NULL;
+}
+
+/* A replay, the device's lock held. */
+static PyObject *replayer_submit_held(Launcher *self, PyObject *args) {
+    PyObject *const *items;
+    void *graph_exec;
+    if (!launch_items(self, args, &items) || !(graph_exec = replayed_graph(self, items)) ||
+        !in_context(self))
+        return launcher_fallback(self, args);
+    PyObject *bufs[ZYX_MAX_BUFFERS], *records[ZYX_MAX_BUFFERS];
+    long queue = launch_queue(self, items, bufs, records);
+    if (queue < 0)
+        return launcher_fallback(self, args);
+    int result;
+    Py_BEGIN_ALLOW_THREADS
+    result = graph_launch(graph_exec, self->tracking.handles[queue]);
+    Py_END_ALLOW_THREADS
+    PyObject *done = launch_done(self, result, bufs, records, queue);
+    zyx_tracking_release(&self->tracking, bufs, records);
+    return done;
+}
+
+static PyTypeObject ReplayerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "_zyx_cuda_native.Replayer",
+    .tp_base = &LauncherType, /* and from it the GC flag, with its traverse and clear */
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A replaying library call's launch: a replay of its last graph in C, the rest "
+              "in LibraryProgram.schedule.",
+    .tp_init = (initproc)replayer_init,
 };
 
 /* ---- Reader: a small read of a buffer, for the steady state ------------------------
@@ -628,12 +764,7 @@ static PyObject *reader_copy(Reader *self, char *host, uint64_t src, size_t byte
     Py_END_ALLOW_THREADS
     if (status == 0)
         Py_RETURN_NONE;
-    PyObject *error = PyObject_CallFunction(self->failure, "is", status, call);
-    if (error != NULL) {
-        PyErr_SetObject((PyObject *)Py_TYPE(error), error);
-        Py_DECREF(error);
-    }
-    return NULL;
+    return raise_error(PyObject_CallFunction(self->failure, "is", status, call));
 }
 
 /* Sequencer.done(queue) where the stream holds no marks, then Sequencer.collect (in
@@ -743,7 +874,8 @@ static PyTypeObject ReaderType = {
 
 static PyMethodDef methods[] = {
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
-     "bind(launch, get_current): the driver's cuLaunchKernel and cuCtxGetCurrent"},
+     "bind(launch, get_current, graph_launch): the driver's cuLaunchKernel, "
+     "cuCtxGetCurrent and cuGraphLaunch"},
     {"current", current, METH_NOARGS, "current() -> the calling thread's current CUcontext"},
     {"launch", (PyCFunction)(void (*)(void))launch, METH_FASTCALL,
      "launch(function, gx, gy, gz, bx, by, bz, shared, stream, params) -> CUresult"},
@@ -764,12 +896,14 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_zyx_cuda_native", N
                                     methods};
 
 PyMODINIT_FUNC PyInit__zyx_cuda_native(void) {
-    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&ReaderType) < 0)
+    if (PyType_Ready(&LauncherType) < 0 || PyType_Ready(&ReplayerType) < 0 ||
+        PyType_Ready(&ReaderType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Launcher", (PyObject *)&LauncherType) < 0 ||
+        PyModule_AddObjectRef(m, "Replayer", (PyObject *)&ReplayerType) < 0 ||
         PyModule_AddObjectRef(m, "Reader", (PyObject *)&ReaderType) < 0 ||
         zyx_add_lock_type(m) < 0) {
         Py_DECREF(m);

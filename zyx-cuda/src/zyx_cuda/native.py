@@ -3,7 +3,8 @@
 ``launch`` calls the driver's ``cuLaunchKernel`` with plain ints, below cuda-python's
 binding, which builds conversion objects for its eleven arguments
 (benchmarks/cuda_bench.py's empty-launch rows time both). ``Launcher`` runs a program's
-whole launch in C when it repeats an earlier one (``zyx_cuda.program``). ``upload`` and
+whole launch in C when it repeats an earlier one (``zyx_cuda.program``), ``Replayer`` a
+replaying library call's replay of its graph (``zyx_cuda.library``). ``upload`` and
 ``download`` run a staging lane's share of a large copy without the GIL, ``read`` a small
 copy whole (``zyx_cuda.staging``), ``Reader`` a pool's small read with its stream's
 bookkeeping (``zyx_cuda.pool``). Without a C compiler or Python's headers (or with
@@ -39,12 +40,15 @@ def native() -> ModuleType | None:
 
 @cache
 def _launch_module() -> ModuleType | None:
-    """The module with ``launch`` and ``Launcher`` bound to the driver's ``cuLaunchKernel``
-    and ``cuCtxGetCurrent``, or ``None``."""
+    """The module with ``launch``, ``Launcher`` and ``Replayer`` bound to the driver's
+    ``cuLaunchKernel``, ``cuCtxGetCurrent`` and ``cuGraphLaunch``, or ``None``."""
     module = native()
     if module is not None:
-        module.bind(_entry(b"cuLaunchKernel"), _entry(b"cuCtxGetCurrent"))
+        module.bind(*(_entry(name) for name in _LAUNCH_CALLS))
     return module
+
+
+_LAUNCH_CALLS = (b"cuLaunchKernel", b"cuCtxGetCurrent", b"cuGraphLaunch")
 
 
 def launch_function() -> Callable[..., int] | None:
@@ -72,6 +76,13 @@ def launcher_type() -> type | None:
     one), or ``None``."""
     module = _launch_module()
     return None if module is None else cast(type, module.Launcher)
+
+
+def replayer_type() -> type | None:
+    """The module's ``Replayer`` type (a replaying library call's launch, in C where it
+    replays the graph of the last one), or ``None``."""
+    module = _launch_module()
+    return None if module is None else cast(type, module.Replayer)
 
 
 @cache

@@ -44,7 +44,7 @@ from zyx.codegen.c import bounds_error
 from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError, ErrorStatus
 from zyx.ir.ops import Kernel, ParamKind
-from zyx.native import launch_layout
+from zyx.native import LaunchLayout, launch_layout
 from zyx_cuda.codegen import shared_bytes
 from zyx_cuda.compiler import Image
 from zyx_cuda.errors import check, cuda_error
@@ -80,7 +80,8 @@ class CudaProgram(Program):
         self._lock, self._context, self._streams = device.lock, device.context, device.streams
         self.submit: Callable[[Sequence[Arg]], None] = self.schedule
         """``Device.launch`` of this program, its device checked: ``schedule``, or a
-        ``KernelProgram``'s native ``Launcher.submit``; each takes the device's lock."""
+        ``KernelProgram``'s native ``Launcher.submit`` (a replaying ``LibraryProgram``'s
+        ``Replayer.submit``); each takes the device's lock."""
 
     def prepare(self, args: Sequence[Arg]) -> Prepared:
         """``inspect``, and where the program has one, its argument block packed for the
@@ -111,6 +112,13 @@ class CudaProgram(Program):
     def retire(self) -> None:
         super().retire()
         self.submit = self.schedule  # whose inspect refuses it, where a Launcher would not
+
+    def native_layout(self) -> LaunchLayout | None:
+        """The program's ``LaunchLayout`` on the device's streams, for a native submit
+        (``Launcher``, ``Replayer``); ``None`` where its launches are logged (the C path
+        does not log) or it has more params than a layout takes."""
+        streams = self.device.streams
+        return None if self.logged else launch_layout(self, streams, streams.addresses)
 
     @abstractmethod
     def enqueue(self, stream: Any, values: Sequence[Arg], groups: tuple[int, int, int]) -> None:
@@ -209,19 +217,27 @@ class ArgBlock:
 
 
 @dataclass(frozen=True)
-class NativeKernel:
-    """What zyx-cuda's native ``Launcher`` needs of a kernel besides its
-    ``zyx.native.LaunchLayout`` (native.c reads these fields by name)."""
+class NativeProgram:
+    """What zyx-cuda's native ``Launcher`` and ``Replayer`` need of every program besides
+    its ``zyx.native.LaunchLayout`` (native.c reads these fields by name)."""
 
     schedule: Callable[[Sequence[Arg]], None]
     """The Python path, for every launch the C path hands over."""
     failure: Callable[[int], BackendError]
-    """The error of a ``cuLaunchKernel`` that returned this result."""
+    """The error of a launch (``cuLaunchKernel``, ``cuGraphLaunch``) that returned this
+    result."""
     packed: list[object]
-    """``ArgBlock.packed``, which the C path keeps up to date as it packs buffers."""
+    """The argument objects of the launch the C path repeats, one per param."""
+    context: int
+
+
+@dataclass(frozen=True)
+class NativeKernel(NativeProgram):
+    """A kernel's, for a ``Launcher``: ``packed`` is ``ArgBlock.packed``, which the C path
+    keeps up to date as it packs buffers."""
+
     grid: list[int]
     """``ArgBlock.grid``."""
-    context: int
     function: int
     block: tuple[int, int, int]
     shared: int
@@ -334,11 +350,9 @@ class KernelProgram(CudaProgram):
         every other launch to ``schedule``; ``None`` without the native module, where
         launches are logged, or where it does not apply (no params, or more than a
         ``LaunchLayout`` takes)."""
-        launcher = launcher_type()
-        streams = self.device.streams
-        layout = launch_layout(self, streams, streams.addresses)
+        launcher, layout = launcher_type(), self.native_layout()
         checked = self.record is not None
-        if launcher is None or self.logged or not self.param_kinds or layout is None or checked:
+        if launcher is None or not self.param_kinds or layout is None or checked:
             return None
         kernel = NativeKernel(
             schedule=self.schedule,
