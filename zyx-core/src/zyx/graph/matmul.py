@@ -310,8 +310,8 @@ def _fits_mma(variant: Variant, m: Matmul, info: DeviceInfo) -> bool:
     if rows % 16 or cols % 8 or variant.depth % 16 or not variant.depth:
         return False
     rows, cols = variant.tile
-    if variant.local_size % cols and cols % variant.local_size:
-        return False  # the tile's stores (``_Tiles.store_tile``): whole rows or whole groups
+    if variant.local_size % cols:
+        return False  # the tile's stores (``_Tiles.store_tile``): whole rows at a time
     if variant.stages:
         return _fits_stages(variant, m, info)
     a_tile = _mma_tile_length(rows, variant.depth, abs(m.a.strides[-1]) == 1)
@@ -758,16 +758,14 @@ class _Tiles:
         kb, m, v = self.kb, self.m, self.v
         rows, cols = v.tile
         stride = cols + MMA_PAD
-        tile = kb.define(m.output.dtype, rows * stride, Storage.LOCAL)
+        tile = kb.define(m.output.dtype, _out_tile_length(v), Storage.LOCAL)
         for row, col, value in warp.outputs():
             tile[row * stride + col] = value.cast(m.output.dtype)
         kb.barrier()
-        size = v.local_size
-        for q in range(rows * cols // size):
-            if size % cols == 0:  # a work-item's column is the same in each row it stores
-                row, col = lid / cols + q * (size // cols), lid % cols
-            else:  # rows of whole multiples of the group's size (``_fits_mma``)
-                row, col = lid * 0 + q // (cols // size), lid + q % (cols // size) * size
+        first, col = lid / cols, lid % cols  # a work-item's column: the same in each row
+        per_pass = v.local_size // cols  # rows the group stores at once (``_fits_mma``)
+        for q in range(rows // per_pass):
+            row = first + q * per_pass
             self.store(out_base, row0 + row, col0 + col, tile[row * stride + col])
 
     def pipelined(
