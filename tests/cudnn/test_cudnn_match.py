@@ -177,11 +177,22 @@ def test_a_scale_by_a_python_number_is_passed_by_value() -> None:
     assert claim((x @ y) * 3.0).spec == c.spec  # the same key: the same plan
 
 
-def test_relu_keeps_the_standards_nan_rule() -> None:
-    """``maximum(x, 0)`` propagates NaN from either side: a max inside two guards. The
-    product's guard is a comparison and a select; the number's is ``y - nan_or_zero(s)``."""
+def test_relu_is_cudnns_relu() -> None:
+    """``maximum(x, 0)`` is NaN where ``x`` is (the standard), as cuDNN's relu is: the
+    front end records where(x != x, x, max(x, 0)) (0 is a constant, never NaN), and the
+    spec holds one relu, no comparison, max or operand."""
     x, y = array((64, 32)), array((32, 16))
     c = claim(zyx.maximum(x @ y, 0.0))
+    assert steps(c) == ["relu"] and c.spec.operands == ()
+    assert c.spec.steps[0].args == (("value", 0),)
+    assert steps(claim(zyx.maximum(0.0, x @ y))) == ["relu"]
+
+
+def test_a_maximum_of_any_other_number_keeps_the_standards_nan_rule() -> None:
+    """``maximum(x, s)`` propagates NaN from either side: a max inside two guards. The
+    product's guard is a comparison and a select; the number's is ``y - nan_or_zero(s)``."""
+    x, y = array((64, 32)), array((32, 16))
+    c = claim(zyx.maximum(x @ y, 0.5))
     assert steps(c) == ["cmp_neq", "max", "sub", "binary_select"]
     assert c.spec.operands == (Scalar(DType.F32, source=2), Scalar(DType.F32, source=2, nan=True))
     select = c.spec.steps[-1]
@@ -215,12 +226,12 @@ def test_every_shorter_epilogue_is_offered_after_the_longest() -> None:
     x, y, bias = array((64, 32)), array((32, 16)), array((16,))
     (options,) = offered(zyx.maximum(x @ y + bias, 0.0) * 0.5)
     assert [steps(c) for c in options] == [
-        ["add", "cmp_neq", "max", "sub", "binary_select", "mul"],
-        ["add", "cmp_neq", "max", "sub", "binary_select"],
+        ["add", "relu", "mul"],
+        ["add", "relu"],
         ["add"],
         [],
     ]
-    assert [len(c.inputs) for c in options] == [5, 4, 3, 2]
+    assert [len(c.inputs) for c in options] == [4, 3, 3, 2]
 
 
 def test_a_value_read_outside_the_epilogue_ends_it(caplog: pytest.LogCaptureFixture) -> None:

@@ -67,12 +67,12 @@ def bf16(shape: tuple[int, ...]) -> zyx.Tensor:
 
 def test_pointers_offsets_numbers_and_the_stream() -> None:
     x, y, bias = bf16((64, 40)), bf16((32, 16)), bf16((16,))
-    result = zyx.maximum(x[:, 8:40] @ y + bias, 0.0) * 2.5
+    result = zyx.maximum(x[:, 8:40] @ y + bias, 0.5) * 2.5
     (options,) = candidates(Graph([result.node]), zyx.device("host"))
     spec = options[0].spec
     params, args = _params(spec, workspace=True)
     kinds = [p.kind for p in params]
-    # inputs x, y, bias, 0.0, 2.5; then the output and the workspace
+    # inputs x, y, bias, 0.5, 2.5; then the output and the workspace
     assert args == (("src", 0), ("src", 1), ("src", 2), ("src", 3), ("src", 4), ("out", 0),
                     ("scratch", 0))  # fmt: skip
     assert kinds == [ParamKind.GLOBAL] * 3 + [ParamKind.VARIABLE] * 2 + [ParamKind.GLOBAL_MUT] * 2
@@ -80,7 +80,7 @@ def test_pointers_offsets_numbers_and_the_stream() -> None:
     backend, frontend = Backend(spec, order), Frontend()
     run = Runner(frontend, backend, 5, Handle(), spec, order, workspace=True)
     # zyx-cuda's call: the buffer params' pointers in param order, then the scalars
-    run(1234, [1000, 2000, 3000, 4000, 5000], [0.0, 2.5])
+    run(1234, [1000, 2000, 3000, 4000, 5000], [0.5, 2.5])
     run(1234, [1100, 2000, 3000, 4100, 5000], [math.nan, 2.5])
     run(99, [1100, 2000, 3000, 4100, 5000], [math.nan, 2.5])
     (p1, n1, ws, handle, index), (p2, n2, *_), _ = backend.calls
@@ -89,7 +89,7 @@ def test_pointers_offsets_numbers_and_the_stream() -> None:
     assert p1[OPERANDS] == 3000  # the bias
     assert (p2[A], p2[OUT]) == (1100 + 16, 4100)  # rewritten in place, launch by launch
     scale = OPERANDS + len(spec.operands) - 1
-    assert n1 == {OPERANDS + 1: 0.0, OPERANDS + 2: 0.0, scale: 2.5}
+    assert n1 == {OPERANDS + 1: 0.5, OPERANDS + 2: 0.0, scale: 2.5}  # max's, the guard's
     assert math.isnan(n2[OPERANDS + 1]) and math.isnan(n2[OPERANDS + 2]) and n2[scale] == 2.5
     assert frontend.set == [1234, 99]  # set once per change of stream, not per launch
 

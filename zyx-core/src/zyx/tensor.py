@@ -10,6 +10,7 @@ Operators and methods are the namespace's functions (``zyx.array``) underneath.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from functools import cache, lru_cache
@@ -429,7 +430,9 @@ def check_scalar(value: Any, dtype: DType, what: str) -> PyScalar:
 
 def scalar_tensor(value: Any, dtype: DType, device: Device, what: str) -> Tensor:
     """``value`` as a 0-D array of ``dtype``: a kernel argument (a ``SCALAR`` node), so
-    that other values reuse the kernel."""
+    that other values reuse the kernel; but a positive zero is a ``CONST``, part of the
+    graph's structure, because the ops it meets mean something else with it: ``maximum(x,
+    0)`` is relu, which claims and kernels may compute as such (and zero is never NaN)."""
     return Tensor(scalar_node(value, dtype, device, what))
 
 
@@ -438,4 +441,12 @@ def scalar_node(value: Any, dtype: DType, device: Device, what: str) -> Node:
     number = check_scalar(value, dtype, what)
     if dtype.is_float:
         number = float(number)
+    if number == 0 and type(number) is not bool and not _negative_zero(number):
+        return nodes.const(number, dtype, device)
     return nodes.scalar(number, dtype, device)
+
+
+def _negative_zero(number: int | float) -> bool:
+    # -0.0 == 0.0 and they hash alike: as a CONST, x + -0.0 and x + 0.0 (which turns -0.0
+    # into 0.0) would share a plan.
+    return type(number) is float and math.copysign(1.0, number) < 0

@@ -101,16 +101,39 @@ def _candidates(graph: Graph, m: Matmul, tf32: bool) -> list[Candidate]:
     tf32 = tf32 and m.output.dtype is DType.F32
     out = (prod(m.batch), m.n, m.m)
     options: list[Candidate] = []
+    last = -1
     for node, steps, operands, count in reversed(epilogue.cuts):
-        if options and len(options[-1].spec.steps) == steps:
+        if steps == last:
             continue  # the same product and epilogue, ending a view earlier
+        last = steps
         layout = Layout(out, (m.n * m.m, m.m, 1), 0, node.dtype, OUTPUT)
-        spec = Spec(a, b, layout, tuple(epilogue.operands[:operands]),
-                    tuple(epilogue.steps[:steps]), tf32)  # fmt: skip
+        live, read = _live(epilogue.steps[:steps], epilogue.operands[:operands])
+        spec = Spec(a, b, layout, read, live, tf32)
         options.append(Candidate(node, tuple(inputs.nodes[:count]), spec))
     log.debug("matmul %s: cuDNN may claim it as %s", shape,
               " or ".join(c.spec.describe() for c in options))  # fmt: skip
     return options
+
+
+def _live(
+    steps: list[Step], operands: list[Scalar | Layout]
+) -> tuple[tuple[Step, ...], tuple[Scalar | Layout, ...]]:
+    """The steps the last value needs and the operands they read, renumbered: a step
+    nothing reads (the comparison and the max a relu replaced) is not built."""
+    needed = {len(steps)}
+    for i in reversed(range(len(steps))):
+        if i + 1 in needed:
+            needed.update(v for kind, v in steps[i].args if kind == "value")
+    kept = [i for i in range(len(steps)) if i + 1 in needed]
+    value = {0: 0} | {i + 1: n + 1 for n, i in enumerate(kept)}
+    used = sorted({v for i in kept for kind, v in steps[i].args if kind == "operand"})
+    operand = {j: n for n, j in enumerate(used)}
+    renamed = tuple(
+        Step(steps[i].op, tuple((k, (value if k == "value" else operand)[v])
+                                for k, v in steps[i].args), steps[i].dtype)
+        for i in kept
+    )  # fmt: skip
+    return renamed, tuple(operands[j] for j in used)
 
 
 class _Inputs:
@@ -280,6 +303,10 @@ class _Epilogue:
 
     def _where(self, node: Node) -> str:
         cond, x, y = node.srcs
+        if _relu(cond, x, y) and id(x) in self.values:
+            # cuDNN's relu keeps NaN, as the standard's maximum does: the comparison and
+            # the max before it, read by nothing else, are left out of the spec (``_live``).
+            return self._step(node, "relu", (x,))
         if _nan_guard(cond, x):
             # where(s != s, s, y) for a number s: y - (NaN if s is NaN else 0), exact.
             guard = self._operand(_scalar(x.srcs[0], self.inputs, nan=True))
@@ -326,6 +353,17 @@ class _Epilogue:
     def _operand(self, operand: Scalar | Layout) -> Ref:
         self.operands.append(operand)
         return ("operand", len(self.operands) - 1)
+
+
+def _relu(cond: Node, x: Node, y: Node) -> bool:
+    """Whether ``where(cond, x, y)`` is ``where(x != x, x, max(x, 0))``: ``maximum(x, 0)``
+    as the front end records it."""
+    if cond.op is not Op.BINARY or cond.arg is not BOp.NOTEQ or cond.srcs != (x, x):
+        return False
+    if y.op is not Op.BINARY or y.arg is not BOp.MAX or not any(s is x for s in y.srcs):
+        return False
+    zero = y.srcs[1] if y.srcs[0] is x else y.srcs[0]
+    return zero.op is Op.VIEW and zero.srcs[0].op is Op.CONST and zero.srcs[0].arg == 0
 
 
 def _nan_guard(cond: Node, x: Node) -> bool:

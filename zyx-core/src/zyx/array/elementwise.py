@@ -245,9 +245,19 @@ def _extremum(op: BOp) -> Callable[[Node, Node], Node]:
         plain = _bin(op, a, b)
         if not a.dtype.is_float:
             return plain
+        if _number(b):  # maximum(x, 0): where(isnan(x), x, max(x, 0)), relu as claims see it
+            return _where(_isnan(a), a, plain)
+        if _number(a):
+            return _where(_isnan(b), b, plain)
         return _where(_isnan(a), a, _where(_isnan(b), b, plain))
 
     return build
+
+
+def _number(x: Node) -> bool:
+    """Whether ``x`` is a constant that is not NaN, broadcast: no NaN guard needed."""
+    source = x.srcs[0] if x.op is Op.VIEW else x
+    return source.op is Op.CONST and source.arg == source.arg
 
 
 def _remainder(a: Node, b: Node) -> Node:
