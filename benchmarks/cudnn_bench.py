@@ -13,8 +13,9 @@ frontend called directly, in one run on one GPU.
 4. Host time of one 256³ bf16 matmul with its plan cached: ``zyx.realize(x @ y)`` (the
    front end's whole path: structure key, plan reuse, output allocation, launch; the
    ``headline`` row the report shows), zyx's launch of the claim's program alone
-   (``Device.launch``: the lower layer's share), ``torch.mm(out=)``, the frontend's
-   ``execute``. Per call over a burst, synchronized before and after.
+   (``Device.launch``: the lower layer's share), ``torch.mm(a, b)`` (which makes its
+   output, as zyx does), ``torch.mm(out=)``, the frontend's ``execute``.
+   Per call over a burst, synchronized before and after.
 
 Every operand is random (torch's normal), shared by all implementations through DLPack;
 zyx's results are checked against torch's. Throughput: wall time of ``REPEATS`` calls
@@ -199,6 +200,8 @@ def host_time(torch: Any, device: Any, row: Callable[..., None]) -> None:
     if program is not None:
         launch = lambda: device.launch(program, args)  # noqa: E731
         row(case, "zyx Device.launch of the claim", per_launch(launch, sync, BURST), "µs")
+    # torch.mm(a, b) makes its output, as zyx.realize(x @ y) does; out= reuses one
+    row(case, "torch.mm(a, b)", per_launch(lambda: torch.mm(a, b), sync, BURST), "µs")
     mm = lambda: torch.mm(a, b, out=c)  # noqa: E731
     row(case, "torch.mm(out=)", per_launch(mm, sync, BURST), "µs")
     frontend = Frontend(torch, a, b, None)
