@@ -31,6 +31,7 @@ from array_support import (
 import zyx
 from zyx.backend import Device
 from zyx.dtypes import DType
+from zyx.graph.nodes import Op
 from zyx.ir.ops import BOp, UOp
 from zyx.testing.kernels import ulp_budget
 
@@ -342,6 +343,25 @@ def test_python_scalars_take_the_arrays_dtype_on_either_side(array_device: Devic
             expect(zyx.maximum(2, on(array_device, f)), want, dtype, f"max(2, {dtype.value})")
         flags = data(rng, (4,), DType.BOOL)
         expect(zyx.logical_and(on(array_device, flags), True), flags, DType.BOOL, "bool & True")
+
+
+def test_zero_is_a_constant_and_its_sign_is_kept(array_device: Device) -> None:
+    """A Python 0 is part of the graph (maximum(x, 0) needs no NaN guard for it, relu as
+    claims see it); -0.0 is not, or x + -0.0 (x itself) would reuse x + 0.0's plan,
+    which turns -0.0 into 0.0. Other numbers are kernel arguments: one plan for all."""
+    x = on(array_device, np.array([-0.0, 1.5, math.nan, -2.0], np.float32))
+    assert np.signbit((x + 0.0).numpy()[0]) == False  # noqa: E712
+    assert np.signbit((x + -0.0).numpy()[0]) == True  # noqa: E712
+    np.testing.assert_array_equal(zyx.maximum(x, 0.0).numpy(), [0.0, 1.5, math.nan, 0.0])
+    np.testing.assert_array_equal(zyx.maximum(0, x).numpy(), [0.0, 1.5, math.nan, 0.0])
+    np.testing.assert_array_equal(zyx.minimum(x, 0.0).numpy(), [-0.0, 0.0, math.nan, -2.0])
+    guard = zyx.maximum(x, 0.0).node
+    assert guard.op is Op.WHERE and guard.srcs[2].op is Op.BINARY  # one guard: x's
+    before = zyx.stats()
+    for s in (0.25, 3.0, -1.0):
+        (x * s).numpy()
+    ran = zyx.stats() - before
+    assert ran.plans_built <= 1 and ran.plans_reused >= 2, ran
 
 
 @pytest.mark.parametrize(
