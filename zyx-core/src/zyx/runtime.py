@@ -241,6 +241,12 @@ class Runtime:
         """Least recently used dropped first (by ``ExecPlan.used``: an ``OrderedDict``'s
         ``move_to_end`` hashed each hit's key a second time, a tenth of a realize)."""
         self._uses = itertools.count()
+        self._last: tuple[Hashable, ExecPlan | None] = ((), None)
+        """The last plan run and its key: a program realizing the same computation again
+        and again finds it by comparing keys, which stops at the first entry that differs
+        and passes those that are the same objects, where a lookup first hashes every entry
+        (a key holds dozens, hashed anew each realize: a third of a cached realize's
+        own host time, after the walk that makes the key)."""
         self.programs: dict[tuple[int, Hashable], Program] = {}
         self.choices: dict[Hashable, int | None] = {}
         """Per group of claims of one node (their keys) and device: the claim that won its
@@ -295,7 +301,11 @@ class Runtime:
             if target.op is _SCALAR:
                 _as_view(target)
         key, leaves = _structure(targets)
-        plan = self.plans.get(key)
+        last = self._last
+        if last[0] == key:
+            plan = last[1]
+        else:
+            plan = self.plans.get(key)
         if plan is None:
             plan = self._plan(targets, leaves)
             _stats.kernels_scheduled += plan.kernels
@@ -308,6 +318,7 @@ class Runtime:
         else:
             plan.used = next(self._uses)
             _stats.plans_reused += 1
+        self._last = (key, plan)
         plan.run(leaves, targets)
         capture = capturing.get()
         if capture is not None:
