@@ -330,15 +330,23 @@ def claim_replays() -> str:
         return "skip: zyx-cuda's native module did not build"
     registry().plugin_manager.register(Claimer(), name="replayed-claim")
     x, y = (zyx.asarray(np.ones((64, 64), np.float32), device=device) for _ in range(2))
-    for _ in range(4):  # called, captured and launched in Python, then replayed in C
+    # Raced (where no tuning cache holds the race's result), called, captured, and
+    # launched in Python while the uploads of x and y are not yet seen complete (a wait on
+    # another stream): then replayed in C.
+    for _ in range(8):
+        before = program.replayer.launched
         zyx.realize(x @ y)
-    assert zyx.stats().claims_taken == 1 and len(calls) == 2, (zyx.stats(), calls)
-    assert stand_ins.graph_calls.count("cuGraphLaunch") == 1
-    assert len(stand_ins.graph_launches()) == 2
+        if program.replayer.launched > before:
+            break
+    assert program.replayer.launched, (zyx.stats(), calls, stand_ins.graph_calls)
+    assert zyx.stats().claims_taken == 1 and 1 < len(calls) <= 3, (zyx.stats(), calls)
+    called, python_launches = len(calls), stand_ins.graph_calls.count("cuGraphLaunch")
+    stand_ins.graph_launches()  # taken: from here on it logs the launches below
+    replayed = program.replayer.launched
     for _ in range(10):
         zyx.realize(x @ y)
-    assert stand_ins.graph_calls.count("cuGraphLaunch") == 1 and len(calls) == 2
-    assert len(stand_ins.graph_launches()) == program.replayer.launched - 2 == 10
+    assert (len(calls), stand_ins.graph_calls.count("cuGraphLaunch")) == (called, python_launches)
+    assert len(stand_ins.graph_launches()) == program.replayer.launched - replayed == 10
     return "ok"
 
 
