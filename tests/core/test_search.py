@@ -489,3 +489,37 @@ def test_gpu_layouts_reduce_empty_rows_to_the_identity() -> None:
     one = zyx.asarray(np.zeros(0, np.float32), device=device)
     top = zyx.maximum(zyx.prod(one, axis=None, keepdims=True), one)
     assert float(zyx.vecdot(top, one, axis=-1) + 0.5) == 0.5
+
+
+@pytest.mark.parametrize("dtype", [DType.F32, DType.BF16, DType.F16, DType.I32, DType.U8])
+def test_kernels_are_timed_on_a_normal_sample_not_on_zeros(dtype: DType) -> None:
+    """A product of zeros draws less power than one of real data, so claims and plans are
+    timed on a standard normal sample (repeated past ``TIMING_BLOCK``); other dtypes on
+    zeros, which are valid indices and divisors."""
+    device = zyx.device("host")
+    count = 2 * search.TIMING_BLOCK + 5  # two whole blocks and a part of one
+    buf = device.pool.allocate(count * dtype.itemsize)
+    try:
+        device.pool.write(buf, np.full(count, 7, dtype.numpy))
+        search.fill_for_timing(device.pool, buf, dtype)
+        got = np.empty(count, dtype.numpy)
+        device.pool.read(buf, got)
+    finally:
+        device.pool.release(buf)
+    values = got.astype(np.float64)
+    if not dtype.is_float:
+        assert not values.any()
+        return
+    assert np.isfinite(values).all() and abs(values.std() - 1) < 0.01 and abs(values.mean()) < 0.01
+    block = search.TIMING_BLOCK
+    np.testing.assert_array_equal(values[block : 2 * block], values[:block])
+    np.testing.assert_array_equal(values[2 * block :], values[:5])  # no 7 left
+
+
+def test_an_empty_buffer_is_left_alone() -> None:
+    device = zyx.device("host")
+    buf = device.pool.allocate(2)  # less than one f32
+    try:
+        search.fill_for_timing(device.pool, buf, DType.F32)
+    finally:
+        device.pool.release(buf)

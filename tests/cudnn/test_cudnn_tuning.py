@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from zyx.cli import app
 from zyx.dtypes import DType
 from zyx.tuning import Entry, Identity, Key, TuningCache
+from zyx_cudnn import tuning as cudnn_tuning
 from zyx_cudnn.spec import OUTPUT, Layout, Scalar, Spec, Step
 from zyx_cudnn.tuning import VARIANTS, Choice, key, lookup, store
 
@@ -104,7 +105,14 @@ def _changed_keys() -> dict[str, Key]:
         **{part: _key(identity=changed) for part, changed in identity.items()},
         **{part: _key(libraries=changed) for part, changed in libraries.items()},
         "runs": _key(runs=5),
+        "timing data": _timed_on("zeros"),
     }
+
+
+def _timed_on(data: str) -> Key:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cudnn_tuning, "TIMED_ON", data)
+        return _key()
 
 
 @pytest.mark.parametrize("part", list(_changed_keys()))
@@ -223,3 +231,28 @@ def test_zyx_tune_lists_and_clears_the_cudnn_plans(cache: TuningCache) -> None:
     assert '"engine": 17' in shown.output
     cleared = CliRunner().invoke(app, ["tune", "--clear"])
     assert cleared.exit_code == 0 and "removed 1 entries" in cleared.output
+
+
+def test_plans_are_timed_on_a_normal_sample() -> None:
+    """Every tensor a plan reads holds values of its dtype, not what an allocation left."""
+    import numpy as np
+
+    import zyx
+    from zyx_cudnn.plans import _timing_inputs
+
+    device = zyx.device("host")
+    bias = SPEC.operands[0]
+    assert isinstance(bias, Layout)
+    inputs = _timing_inputs(SPEC, device)  # type: ignore[arg-type]  # its pool is all it uses
+    try:
+        assert len(inputs) == 3  # a, b and the bias; the 0.0 is a constant
+        for buf, layout in zip(inputs, (SPEC.a, SPEC.b, bias), strict=True):
+            assert isinstance(buf, zyx.backend.Buffer) and buf.nbytes == layout.nbytes
+            got = np.empty(layout.nbytes // 2, layout.dtype.numpy)
+            device.pool.read(buf, got)
+            values = got.astype(np.float64)
+            assert np.isfinite(values).all() and 0.9 < values.std() < 1.1
+    finally:
+        for buf in inputs:
+            if isinstance(buf, zyx.backend.Buffer):
+                device.pool.release(buf)

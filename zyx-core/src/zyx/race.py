@@ -146,12 +146,9 @@ def choose(
 
 def _standin(node: Node) -> Node:
     """``node`` for timing: itself where it is a leaf, else a realized node of its shape
-    holding zeros (the values do not change a kernel's time)."""
-    import numpy as np
-
+    holding values to time on (``search.fill_for_timing``)."""
     if node.realized or node.op in LEAVES:
         return node
     buf = allocator.allocate(node.device.pool, max(node.nbytes, 1))
-    if node.size:
-        node.device.pool.write(buf, np.zeros(node.shape, node.dtype.numpy))
+    search.fill_for_timing(node.device.pool, buf, node.dtype)
     return leaf(buf, node.dtype, node.shape, node.device)

@@ -56,8 +56,9 @@ from zyx.graph.nodes import Node, Op
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from zyx.backend import Arg, Buffer, Device, Program
+    from zyx.backend import Arg, Buffer, Device, MemoryPool, Program
     from zyx.config import AutotuneSection
+    from zyx.dtypes import DType
     from zyx.ir.ops import Kernel
 
 log = logging.getLogger("zyx.tune")
@@ -407,6 +408,31 @@ def _bucket(size: int) -> int:
     dim is negative)."""
     magnitude = 1 << (abs(size) - 1).bit_length() if size else 0
     return magnitude if size >= 0 else -magnitude
+
+
+TIMING_BLOCK = 1 << 20
+"""Elements of the random sample ``fill_for_timing`` writes again and again."""
+
+
+def fill_for_timing(pool: MemoryPool, buf: Buffer, dtype: DType) -> None:
+    """Fill ``buf`` with values to time a kernel on: a standard normal sample for floats,
+    zeros for other dtypes (valid indices and divisors). Not zeros for floats: a
+    tensor-core product of zeros draws less power than one of real data and so runs at
+    higher clocks, and plans timed on zeros can rank otherwise than on the data they
+    will run on."""
+    import numpy as np
+
+    count = buf.nbytes // dtype.itemsize
+    if not count:
+        return
+    size = min(count, TIMING_BLOCK)
+    if dtype.is_float:
+        sample = np.random.default_rng(0).standard_normal(size, dtype=np.float32)
+        block = sample.astype(dtype.numpy)
+    else:
+        block = np.zeros(size, dtype.numpy)
+    for start in range(0, count, size):
+        pool.write(buf, block[: count - start], start * dtype.itemsize)
 
 
 def _zeros(device: Device, nbytes: int) -> Buffer:

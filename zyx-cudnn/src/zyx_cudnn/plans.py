@@ -44,6 +44,7 @@ from zyx.dtypes import DType, round_to
 from zyx.errors import BackendError, ErrorStatus
 from zyx.graph.nodes import CustomLaunch
 from zyx.ir.ops import Param, ParamKind
+from zyx.search import fill_for_timing
 from zyx.tuning import Identity
 from zyx_cudnn import tuning
 from zyx_cudnn.graphs import OPERANDS, OUT, A, B, Unsupported, build
@@ -167,9 +168,7 @@ def _search(
     plan timed."""
     graph = build(cudnn, spec, handle)
     count = graph.get_execution_plan_count()
-    inputs: list[Arg] = [  # the data does not change a plan's time: left as it is
-        1.0 if i.number is not None else device.pool.allocate(max(i.nbytes, 1)) for i in spec.inputs
-    ]
+    inputs = _timing_inputs(spec, device)
     best: tuple[int, Choice, Plan] | None = None
     times: dict[Choice, int] = {}
     failures: list[str] = []
@@ -205,6 +204,23 @@ def _search(
     log.debug("%s on %s: %d ns, the fastest of %d plans built", spec.describe(), device.name,
               best[0], len(times))  # fmt: skip
     return best[2], best[1], times
+
+
+def _timing_inputs(spec: Spec, device: CudaDevice) -> list[Arg]:
+    """Inputs to time ``spec``'s plans on: its numbers 1.0, its tensors filled with values
+    of their dtype (``search.fill_for_timing``), never left as allocated (zeros, as a
+    fresh allocation often is: a product of zeros draws less power, and runs at higher
+    clocks, than one of real data)."""
+    dtypes = {t.source: t.dtype for t in spec.layouts if t.source != OUTPUT}
+    inputs: list[Arg] = []
+    for source, needed in enumerate(spec.inputs):
+        if needed.number is not None:
+            inputs.append(1.0)
+            continue
+        buf = device.pool.allocate(max(needed.nbytes, 1))
+        inputs.append(buf)
+        fill_for_timing(device.pool, buf, dtypes[source])
+    return inputs
 
 
 def _none_built(spec: Spec, failures: list[str]) -> Unsupported:

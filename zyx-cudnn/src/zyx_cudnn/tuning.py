@@ -32,6 +32,11 @@ VARIANTS = tuple(f"cudnn heuristics {mode}" for mode in HEURISTICS)
 """The key's variants: the plans of these heuristic modes, which the versions in the key
 determine."""
 
+TIMED_ON = "normal"
+"""What the plans are timed on (``zyx.search.fill_for_timing``): a standard normal sample.
+In the key, so that winners chosen on the uninitialized buffers timed before are not
+found."""
+
 
 @dataclass(frozen=True)
 class Choice:
@@ -81,9 +86,9 @@ def libraries(cudnn: Any) -> tuple[str, ...]:
 
 def key(spec: Spec, identity: Identity, libraries: tuple[str, ...], runs: int) -> Key:
     """The tuning cache's key of ``spec`` on the device of ``identity``, with cuDNN's
-    ``libraries`` and ``runs`` timed runs per plan."""
+    ``libraries`` and ``runs`` timed runs per plan on ``TIMED_ON`` data."""
     device = replace(identity, versions=(*identity.versions, *libraries))
-    return Key(repr(spec), device, (("runs", runs),), VARIANTS)
+    return Key(repr(spec), device, (("runs", runs), ("data", TIMED_ON)), VARIANTS)
 
 
 def lookup(key: Key, disk: bool = True, cache: TuningCache | None = None) -> Choice | None:
