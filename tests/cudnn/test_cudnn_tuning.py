@@ -256,3 +256,24 @@ def test_plans_are_timed_on_a_normal_sample() -> None:
         for buf in inputs:
             if isinstance(buf, zyx.backend.Buffer):
                 device.pool.release(buf)
+
+
+def test_timing_inputs_that_run_out_of_memory_keep_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import zyx
+    from zyx.errors import BackendError, ErrorStatus
+    from zyx_cudnn.plans import _timing_inputs
+
+    pool = zyx.device("host").pool
+    made: list[zyx.backend.Buffer] = []
+    allocate = pool.allocate
+
+    def failing(nbytes: int) -> zyx.backend.Buffer:
+        if len(made) == 2:  # the bias
+            raise BackendError(ErrorStatus.MEMORY_ALLOCATION, "out of memory (test)")
+        made.append(allocate(nbytes))
+        return made[-1]
+
+    monkeypatch.setattr(pool, "allocate", failing)
+    with pytest.raises(BackendError, match="out of memory"):
+        _timing_inputs(SPEC, zyx.device("host"))  # type: ignore[arg-type]
+    assert len(made) == 2 and all(buf.refcount == 0 for buf in made)

@@ -196,9 +196,7 @@ def _search(
                 device.release(best[2].program)
             best = (ns, choice, plan)
     finally:
-        for value in inputs:
-            if isinstance(value, Buffer):
-                device.pool.release(value)
+        _release(device, inputs)
     if best is None:
         raise _none_built(spec, failures)
     log.debug("%s on %s: %d ns, the fastest of %d plans built", spec.describe(), device.name,
@@ -213,14 +211,24 @@ def _timing_inputs(spec: Spec, device: CudaDevice) -> list[Arg]:
     clocks, than one of real data)."""
     dtypes = {t.source: t.dtype for t in spec.layouts if t.source != OUTPUT}
     inputs: list[Arg] = []
-    for source, needed in enumerate(spec.inputs):
-        if needed.number is not None:
-            inputs.append(1.0)
-            continue
-        buf = device.pool.allocate(max(needed.nbytes, 1))
-        inputs.append(buf)
-        fill_for_timing(device.pool, buf, dtypes[source])
+    try:
+        for source, needed in enumerate(spec.inputs):
+            if needed.number is not None:
+                inputs.append(1.0)
+                continue
+            buf = device.pool.allocate(max(needed.nbytes, 1))
+            inputs.append(buf)
+            fill_for_timing(device.pool, buf, dtypes[source])
+    except BaseException:  # out of memory, say: none of them is kept
+        _release(device, inputs)
+        raise
     return inputs
+
+
+def _release(device: CudaDevice, inputs: list[Arg]) -> None:
+    for value in inputs:
+        if isinstance(value, Buffer):
+            device.pool.release(value)
 
 
 def _none_built(spec: Spec, failures: list[str]) -> Unsupported:
