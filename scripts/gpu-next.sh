@@ -3,7 +3,8 @@
 # (carry .whl; on an H100 as on an H200: an H200 is what the issues' goals name):
 # zyx-cudnn's GPU tests; cudnn_bench with a fresh tuning cache and zyx.tune's log (bias +
 # relu's plans, now timed on a normal sample: the plan zyx chose on zeros ran 652-696
-# TFLOP/s on an H100 where the frontend's fastest on random data ran 724-727); core's
+# TFLOP/s on an H100 where the frontend's fastest on random data ran 724-727; the bench's
+# "cuDNN frontend, fastest plan" row is that reference, first run there); core's
 # generated matmul through zyx.matmul with cuDNN off; the front end and the reductions.
 # Logs and JSON under $OUT; `python benchmarks/report.py --add $OUT/*.json` takes them in.
 source scripts/gpu-steps.sh || exit 1
