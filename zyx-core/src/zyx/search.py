@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from zyx import tuning
 from zyx.allocator import allocator
+from zyx.dtypes import DType
 from zyx.errors import BackendError
 from zyx.graph.cpu import CpuLowerer, cpu_layout
 from zyx.graph.lower import UNROLL, UNROLLS, KernelSpec, Lowered, Lowerer, by_dims, resident
@@ -58,7 +59,6 @@ if TYPE_CHECKING:
 
     from zyx.backend import Arg, Buffer, Device, MemoryPool, Program
     from zyx.config import AutotuneSection
-    from zyx.dtypes import DType
     from zyx.ir.ops import Kernel
 
 log = logging.getLogger("zyx.tune")
@@ -436,11 +436,8 @@ def fill_for_timing(pool: MemoryPool, buf: Buffer, dtype: DType) -> None:
 
 
 def _zeros(device: Device, nbytes: int) -> Buffer:
-    import numpy as np
-
     buf = allocator.allocate(device.pool, max(nbytes, 1))
-    if nbytes:
-        device.pool.write(buf, np.zeros(nbytes, np.uint8))
+    fill_for_timing(device.pool, buf, DType.U8)  # not a float: zeros
     return buf
 
 
