@@ -16,18 +16,18 @@ frontend called directly, in one run on one GPU.
    ``headline`` row the report shows), zyx's launch of the claim's program alone
    (``Device.launch``: the lower layer's share), ``torch.mm(a, b)`` (which makes its
    output, as zyx does), ``torch.mm(out=)``, the frontend's ``execute``.
-   Per call over a burst, synchronized before and after.
+   Per call over a burst of ``BURST``, synchronized before and after.
 
 Every operand is random (torch's normal), shared by all implementations through DLPack;
 zyx's results are checked against torch's. Throughput: wall time of ``REPEATS`` calls
-between synchronizations, the median of ``ROUNDS``. Math mode: bf16/f16 inputs, f32
-accumulation everywhere (torch: ``allow_bf16_reduced_precision_reduction`` and the f16 one
-off).
+between synchronizations. Each number is the median of ``ROUNDS`` rounds, each of which
+times every implementation of the case once, in turn (``timing.interleaved``). Math
+mode: bf16/f16 inputs, f32 accumulation everywhere (torch:
+``allow_bf16_reduced_precision_reduction`` and the f16 one off).
 """
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -35,7 +35,7 @@ from functools import partial
 from typing import Any
 
 import results
-from timing import per_launch
+from timing import interleaved, per_launch
 
 import zyx
 
@@ -49,19 +49,13 @@ Row = dict[str, Any]
 
 
 def seconds_per_call(run: Callable[[], Any], sync: Callable[[], None]) -> float:
-    """Median over ``ROUNDS`` of the wall time of ``REPEATS`` calls, synchronized, per call
-    (after one warm-up round)."""
-
-    def round_() -> float:
-        sync()
-        start = time.perf_counter()
-        for _ in range(REPEATS):
-            run()
-        sync()
-        return (time.perf_counter() - start) / REPEATS
-
-    round_()
-    return statistics.median(round_() for _ in range(ROUNDS))
+    """The wall time of ``REPEATS`` calls of ``run``, synchronized before and after, per call."""
+    sync()
+    start = time.perf_counter()
+    for _ in range(REPEATS):
+        run()
+    sync()
+    return (time.perf_counter() - start) / REPEATS
 
 
 def tflops(seconds: float, n: int = N) -> float:
@@ -208,23 +202,24 @@ def throughput(torch: Any, device: Any, dtype: Any, name: str, row: Callable[...
         got = torch.from_dlpack(ours())
         first = time.perf_counter() - started
         taken = (zyx.stats() - before).claims_taken
-        note = (f"claims taken {taken}, first call {first:.1f} s (tuning included), "
-                f"error vs torch {relative(got, theirs()):.1e}")  # fmt: skip
-        row(case, "zyx.matmul (zyx-cudnn)", tflops(seconds_per_call(ours, sync)), "TFLOP/s", note)
-        row(case, "torch unfused" if fused else "torch.mm",
-            tflops(seconds_per_call(theirs, sync)), "TFLOP/s")  # fmt: skip
+        notes = {"zyx.matmul (zyx-cudnn)": (
+            f"claims taken {taken}, first call {first:.1f} s (tuning included), "
+            f"error vs torch {relative(got, theirs()):.1e}")}  # fmt: skip
+        runs: dict[str, Callable[[], Any]] = {"zyx.matmul (zyx-cudnn)": ours}
+        runs["torch unfused" if fused else "torch.mm"] = theirs
         if fused:
             compiled = torch.compile(lambda p, q, r: torch.relu(p @ q + r))
-            compiled(a, b, bias)
-            run = partial(compiled, a, b, bias)
-            row(case, "torch.compile", tflops(seconds_per_call(run, sync)), "TFLOP/s")
+            runs["torch.compile"] = partial(compiled, a, b, bias)
         for fastest in (False, True):
             frontend = Frontend(torch, a, b, bias if fused else None, fastest)
             frontend()
-            note = f"error vs torch {relative(frontend.result[0], theirs()):.1e}"
-            who = "fastest plan (each timed)" if fastest else "heuristics' first plan"
-            row(case, f"cuDNN frontend, {who}", tflops(seconds_per_call(frontend, sync)),
-                "TFLOP/s", note)  # fmt: skip
+            plan = "fastest plan (each timed)" if fastest else "heuristics' first plan"
+            who = f"cuDNN frontend, {plan}"
+            notes[who] = f"error vs torch {relative(frontend.result[0], theirs()):.1e}"
+            runs[who] = frontend
+        timed = interleaved(runs, partial(seconds_per_call, sync=sync), ROUNDS)
+        for who, seconds in timed.items():
+            row(case, who, tflops(seconds), "TFLOP/s", notes.get(who, ""))
 
 
 def host_time(torch: Any, device: Any, row: Callable[..., None]) -> None:
@@ -243,18 +238,19 @@ def host_time(torch: Any, device: Any, row: Callable[..., None]) -> None:
         device.synchronize()
         torch.cuda.synchronize()
 
-    realize = per_launch(lambda: zyx.realize(x @ y), sync, BURST)
-    row(case, "zyx.realize(x @ y)", realize, "µs", note, headline=True)  # what users call
+    runs: dict[str, Callable[[], Any]] = {}
+    runs["zyx.realize(x @ y)"] = lambda: zyx.realize(x @ y)  # what users call
     program, args = claimed_program(device, x, y)
     if program is not None:
-        launch = lambda: device.launch(program, args)  # noqa: E731
-        row(case, "zyx Device.launch of the claim", per_launch(launch, sync, BURST), "µs")
+        runs["zyx Device.launch of the claim"] = lambda: device.launch(program, args)
     # torch.mm(a, b) makes its output, as zyx.realize(x @ y) does; out= reuses one
-    row(case, "torch.mm(a, b)", per_launch(lambda: torch.mm(a, b), sync, BURST), "µs")
-    mm = lambda: torch.mm(a, b, out=c)  # noqa: E731
-    row(case, "torch.mm(out=)", per_launch(mm, sync, BURST), "µs")
-    frontend = Frontend(torch, a, b, None)
-    row(case, "cuDNN frontend execute", per_launch(frontend, sync, BURST), "µs")
+    runs["torch.mm(a, b)"] = lambda: torch.mm(a, b)
+    runs["torch.mm(out=)"] = lambda: torch.mm(a, b, out=c)
+    runs["cuDNN frontend execute"] = Frontend(torch, a, b, None)
+    timed = interleaved(runs, partial(per_launch, drain=sync, launches=BURST), ROUNDS)
+    for who, micros in timed.items():
+        headline = who == "zyx.realize(x @ y)"
+        row(case, who, micros, "µs", note if headline else "", headline=headline)
 
 
 def claimed_program(device: Any, x: Any, y: Any) -> tuple[Any, list[Any]]:
