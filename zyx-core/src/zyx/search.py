@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("zyx.tune")
 
 V = TypeVar("V", bound=Hashable)
+E = TypeVar("E", bound=BaseException)
 
 SHOW_AFTER = 1.0
 """Seconds a search runs before it shows a progress bar (on a terminal)."""
@@ -215,7 +216,7 @@ class _Trials(Generic[V]):
             best = self.times[variant] = min(timer() for _ in range(self.runs))
         except BackendError as error:  # this variant loses; the others may run
             log.debug("%s: %r failed: %s", self.space.name, variant, error)
-            self.failure = self.failure or error
+            self.failure = self.failure or _detached(error)
             return None
         log.debug("%s: %r: %d ns", self.space.name, variant, best)
         return best
@@ -238,6 +239,17 @@ class _Trials(Generic[V]):
                       self.space.name, winner, 100 * (1 - MARGIN))  # fmt: skip
             return default
         return winner
+
+
+def _detached(error: E) -> E:
+    """``error``, kept, without the tracebacks of it and of its causes: their frames hold
+    the variant's timing inputs (a claim's stand-ins: device memory), which a reference
+    cycle through the kept error would hold until the cyclic collector ran."""
+    link: BaseException | None = error
+    while link is not None:
+        link.__traceback__ = None
+        link = link.__cause__ or link.__context__
+    return error
 
 
 def timed(device: Device, launches: Launches) -> Timer:
