@@ -221,10 +221,11 @@ def section(results: Results) -> str:
 
 def summary(runs: list[Results]) -> str:
     """One line a workload: the zyx row shown against the peer it is compared with (both
-    named where the workload has more than one zyx row), and against the limit."""
+    named where the workload has more than one zyx row), and against the limit; each run
+    with its date and commit, so that a run of an older tree reads as one."""
     lines = [
-        "| run | workload | zyx | best peer | zyx vs best peer | zyx vs limit |",
-        "|---|---|---:|---:|---:|---:|",
+        "| run | measured | workload | zyx | best peer | zyx vs best peer | zyx vs limit |",
+        "|---|---|---|---:|---:|---:|---:|",
     ]
     for results in runs:
         for work in workloads(results):
@@ -238,7 +239,11 @@ def summary(runs: list[Results]) -> str:
             speed = ratio(work.speedup(zyx, peer["value"])) if peer else "—"
             bound = ratio(work.speedup(zyx, limit[0])) if limit else "—"
             run = f"[{results['benchmark']} ({results['machine']})](#{anchor(results)})"
-            lines.append(f"| {run} | {work.name} | {shown} | {against} | {speed} | {bound} |")
+            env = results["environment"]
+            when = f"{env.get('date', '?')[:10]}, {env.get('commit', '?')}"
+            lines.append(
+                f"| {run} | {when} | {work.name} | {shown} | {against} | {speed} | {bound} |"
+            )
     return "\n".join(lines) + "\n"
 
 
