@@ -23,11 +23,12 @@ from collections.abc import Hashable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields, replace
 from functools import cache, partial
+from importlib import resources
 from math import prod
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from zyx import race, search
+from zyx import native, race, search
 from zyx.allocator import allocator
 from zyx.backend import Buffer, Device, Program
 from zyx.dtypes import DType
@@ -129,11 +130,19 @@ class ExecPlan:
     ops: list[tuple[Any, ...]] = field(init=False, repr=False, compare=False)
     """``steps`` as ``_run`` takes them (``_op``): a cached plan runs on every realize, and
     looking up each launch argument's kind there cost as much as the rest of the run."""
+    native: Any = field(init=False, repr=False, compare=False)
+    """The same steps prepared for ``runner.c`` (``_prepared``), which ``run`` calls; ``None``
+    where that is not built, or the plan copies between devices."""
 
     def __post_init__(self) -> None:
         self.ops = [_op(step) for step in self.steps]
+        self.native = _prepared(self.ops, self.slots, self.targets)
 
     def run(self, leaves: Sequence[Node], targets: Sequence[Node]) -> None:
+        native = self.native
+        if native is not None:
+            native.run(leaves, targets)
+            return
         bufs: list[Buffer | None] = [None] * self.slots
         try:
             self._run(leaves, bufs, timed=False)
@@ -200,6 +209,31 @@ def _op(step: Step) -> tuple[Any, ...]:
     if isinstance(step, Alloc):
         return (_ALLOC, step, step.device.pool, (), ())
     return (_RELEASE if isinstance(step, Release) else _COPY, step, None, (), ())
+
+
+def _prepared(ops: list[tuple[Any, ...]], slots: int, targets: list[tuple[int, int]]) -> Any:
+    """``ops`` as ``runner.c``'s ``Plan``, where it is built and they copy nothing."""
+    runner = _runner
+    if runner is None or any(op[0] is _COPY for op in ops):
+        return None
+    prepared: list[tuple[Any, ...]] = []
+    for code, step, fixed, from_leaves, from_slots in ops:
+        if code is _ALLOC:
+            prepared.append((0, step.slot, fixed, step.nbytes))
+        elif code is _LAUNCH:
+            prepared.append((1, step.device, step.program, fixed, from_leaves, from_slots))
+        else:
+            prepared.append((2, step.slot))
+    return runner.Plan(prepared, slots, tuple(targets))
+
+
+def _load_runner() -> ModuleType | None:
+    """``runner.c`` (``ExecPlan.run`` in C) where ``zyx.native`` builds it."""
+    source = resources.files("zyx").joinpath("runner.c").read_text()
+    module = native.load("_zyx_runner", source)
+    if module is not None:
+        module.configure(allocator.allocate, allocator.free, _stats)
+    return module
 
 
 def _free(bufs: list[Buffer | None]) -> None:
@@ -402,8 +436,10 @@ _SCALAR = Op.SCALAR
 """For ``_realize``: reading an enum's member off its class runs Python code."""
 
 _structure = fastest()
-"""``structure``, in C where it is built. Loaded with this module (the first process on a
-machine builds it here), not on the first realize, which finds what it needs ready."""
+_runner = _load_runner()
+"""``structure`` and ``ExecPlan.run``, in C where they are built. Loaded with this module
+(the first process on a machine builds them here), not on the first realize, which finds
+what it needs ready."""
 
 
 class _Planner:
