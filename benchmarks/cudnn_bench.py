@@ -1,7 +1,9 @@
 """zyx's matmuls through zyx-cudnn side by side with torch, torch.compile and the cuDNN
 frontend called directly, in one run on one GPU.
 
-    python benchmarks/cudnn_bench.py   # a markdown table; cudnn_bench_<machine>.json to $OUT or .
+    python benchmarks/cudnn_bench.py [--only bf16|f16|host]
+
+prints a markdown table and writes cudnn_bench_<machine>.json to $OUT or here.
 
 1. bf16 8192³ matmul: ``zyx.matmul`` (realized: the claim raced and taken, its plan the
    fastest of all cuDNN's candidates) vs ``torch.mm`` vs the frontend's graph with the
@@ -30,6 +32,7 @@ mode: bf16/f16 inputs, f32 accumulation everywhere (torch:
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from collections.abc import Callable
@@ -150,6 +153,9 @@ def relative(got: Any, want: Any) -> float:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="the cases whose names hold these words")
+    only = parser.parse_args().only
     import torch
 
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
@@ -162,10 +168,12 @@ def main() -> None:
         print(f"{case:40} {who:44} {value:10.2f} {unit} {note}", file=sys.stderr, flush=True)
 
     for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
-        throughput(torch, device, dtype, name, row)
-        torch.cuda.empty_cache()
-        zyx.empty_cache()
-    host_time(torch, device, row)
+        if only in name:
+            throughput(torch, device, dtype, name, row)
+            torch.cuda.empty_cache()
+            zyx.empty_cache()
+    if only in "host time":
+        host_time(torch, device, row)
     print(results.table(rows))
     hardware, driver = results.describe(device)
     versions = {
