@@ -9,7 +9,10 @@ new one is scheduled (``zyx.graph.schedule``), lowered (``zyx.graph.lower``), co
 every shape of a structure), and cached.
 
 A plan is a flat list of steps over buffer slots: allocate, launch, copy, release.
-Intermediates are released after their last reader; targets keep theirs.
+Intermediates are released after their last reader; targets keep theirs. Where
+``zyx.native`` builds them, the structure walk (``graph/structure.c``) and a plan's run
+(``runner.c``) are C; the Python ones here and in ``graph/structure.py`` are their spec
+and run wherever C does not (``ZYX_NATIVE=0``).
 
 One lock serialises plans, pool calls and the caches: every call is safe from any
 thread, and a node realized by one thread is a leaf for the next.
