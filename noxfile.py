@@ -32,12 +32,18 @@ except Exception as error:
 """
 
 
+def unbuildable(session: nox.Session, backend: str) -> str | None:
+    """Why ``backend``'s compiler builds nothing on this machine (``UNBUILDABLE``), if so."""
+    opened = session.run("python", "-c", PROBE_OPEN.format(backend=backend), silent=True)
+    return opened.strip() if isinstance(opened, str) and UNBUILDABLE in opened else None
+
+
 def conformance(session: nox.Session, backend: str) -> None:
     """Run the conformance suite that ships in zyx-core against ``backend``; skipped, with
-    the reason, where its compiler builds nothing on this machine (``UNBUILDABLE``)."""
-    opened = session.run("python", "-c", PROBE_OPEN.format(backend=backend), silent=True)
-    if isinstance(opened, str) and UNBUILDABLE in opened:
-        session.warn(f"conformance on {backend} skipped: {opened.strip()}")
+    the reason, where its compiler builds nothing on this machine (``unbuildable``)."""
+    why = unbuildable(session, backend)
+    if why is not None:
+        session.warn(f"conformance on {backend} skipped: {why}")
         return
     # Exit 5 (nothing collected) is a failure unless posargs selected tests (-k, -m) that
     # the suite does not have: without them, it means the suite itself was not found.
@@ -159,12 +165,17 @@ BENCHES = [
 @nox.session
 def bench(session: nox.Session) -> None:
     """The benchmarks this machine can run without a GPU (``BENCHES``: host and PoCL, small
-    sizes), their results taken into ``benchmarks/results/`` under this machine's name,
-    then BENCHMARKS.md and the charts rendered from every results file there (the H200's
-    come from ``scripts/gpu-check.sh``). Peers that are not installed are left out."""
+    sizes; PoCL's skipped where it builds nothing here), their results taken into
+    ``benchmarks/results/`` under this machine's name, then BENCHMARKS.md and the charts
+    rendered from every results file there (the H200's come from ``scripts/gpu-check.sh``).
+    Peers that are not installed are left out."""
     session.install(CORE, "./zyx-opencl", "pocl-binary-distribution", "matplotlib")
     out = session.create_tmp()
+    no_opencl = unbuildable(session, "opencl")
     for bench in BENCHES:
+        if no_opencl is not None and any("opencl" in word for word in bench):
+            session.warn(f"{' '.join(bench)} skipped: {no_opencl}")
+            continue
         session.run("python", *bench, env={"OUT": out})
     files = sorted(glob(f"{out}/*.json"))
     session.run("python", "benchmarks/report.py", "--add", *files)
