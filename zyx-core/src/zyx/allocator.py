@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import defaultdict, deque
+from importlib import resources
 from typing import TYPE_CHECKING
 
 from zyx.errors import BackendError, ErrorStatus
@@ -134,7 +135,21 @@ def _capacity(pool: MemoryPool) -> int:
         return 0
 
 
+def _native(allocator: Allocator) -> None:
+    """``allocator.c``'s ``allocate`` and ``free`` in place of ``allocator``'s methods (which
+    they call for all but a cache hit), where ``zyx.native`` builds it."""
+    from zyx.native import load  # here: zyx.native imports the backend contract
+
+    module = load("_zyx_allocator", resources.files("zyx").joinpath("allocator.c").read_text())
+    if module is None:
+        return
+    python = Allocator.allocate.__get__(allocator), Allocator.free.__get__(allocator)
+    module.configure(allocator._free, allocator._cached, allocator._limit, allocator._ours, *python)
+    allocator.allocate, allocator.free = module.allocate, module.free  # type: ignore[method-assign]
+
+
 allocator = Allocator()
+_native(allocator)
 
 
 def empty_cache() -> None:
