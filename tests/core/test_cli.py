@@ -14,6 +14,7 @@ import typer
 from typer.testing import CliRunner
 
 import zyx.plugins
+from zyx import native as zyx_native
 from zyx.cli import app, describe, user_errors
 from zyx.errors import PluginError
 from zyx.plugins import ENTRY_POINT_GROUP, Registry
@@ -313,3 +314,21 @@ def test_doctor_says_when_the_host_compiler_does_not_work(
     )
     assert "numpy interpreter" in device_line and "does not work" in device_line
     assert f"host: C compiler: {broken}" in done.stdout
+
+
+def test_doctor_says_which_of_zyxs_c_modules_are_in_use(
+    monkeypatch: pytest.MonkeyPatch, environ: dict[str, str]
+) -> None:
+    _, out, _ = invoke(monkeypatch, environ, "doctor")
+    built = zyx_native.status()
+    assert {"_zyx_structure", "_zyx_runner", "_zyx_allocator"} <= built.keys()
+    for name, why in built.items():
+        assert f"{name}: {'in use' if why is None else 'off: '}" in out
+
+
+def test_doctor_says_why_zyxs_c_modules_are_off(environ: dict[str, str]) -> None:
+    environ |= {"ZYX_NATIVE": "0", "ZYX_PLUGINS": "host", "COLUMNS": "300"}
+    command = [sys.executable, "-m", "zyx", "doctor"]
+    done = subprocess.run(command, env=environ, capture_output=True, text=True, check=True)
+    for name in ("_zyx_structure", "_zyx_runner", "_zyx_allocator"):
+        assert f"{name}: off: ZYX_NATIVE=0" in done.stdout

@@ -74,7 +74,9 @@ def test_a_build_error_is_logged_with_the_compiler_output(
     broken = source("_zyx_test_broken").replace("return PyLong_FromLong", "return undeclared +")
     with caplog.at_level(logging.WARNING, logger="zyx.compile"):
         assert native.load("_zyx_test_broken", broken) is None
-    assert "_zyx_test_broken failed to build" in caplog.text and "undeclared" in caplog.text
+    assert "_zyx_test_broken: failed to build" in caplog.text and "undeclared" in caplog.text
+    why = native.status()["_zyx_test_broken"]  # what zyx doctor shows
+    assert why is not None and why.startswith("failed to build") and "undeclared" in why
 
 
 @needs_cc

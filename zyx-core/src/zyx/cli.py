@@ -28,6 +28,7 @@ from zyx.config import Config, read_file
 from zyx.dtypes import DTypeCapability
 from zyx.errors import ConfigError, ZyxError
 from zyx.hookspecs import PLUGIN_API_VERSION
+from zyx.native import status as native_status
 from zyx.plugins import BackendRecord, State, registry
 
 app = typer.Typer(
@@ -166,6 +167,7 @@ def doctor(
         out.print(f"  {backend}: {escape(library)}: {escape(where)}")
     if not libraries:
         out.print("  none reported")
+    _print_native()
     out.print("\n[bold]config[/bold]")
     _print_config(reg.config, reg.warnings)
     problems = [
@@ -185,6 +187,16 @@ def doctor(
         count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
         out.print(f"\n[red]{count}: {escape('; '.join(problems))}[/red]")
         raise typer.Exit(1)
+
+
+def _print_native() -> None:
+    """zyx's own C modules (``zyx.native``): in use, or why the Python path runs."""
+    import zyx.runtime  # noqa: F401  # it loads the front end's modules; devices, theirs
+
+    out.print("\n[bold]zyx's C modules[/bold] (faster paths; Python runs where one is off)")
+    for name, why in sorted(native_status().items()):
+        state = "[green]in use[/green]" if why is None else f"[yellow]off[/yellow]: {escape(why)}"
+        out.print(f"  {name}: {state}", soft_wrap=True)
 
 
 def _print_default_device() -> bool:

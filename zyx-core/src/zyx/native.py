@@ -41,6 +41,8 @@ from zyx.streams import Access, Sequencer
 _log = logging.getLogger("zyx.compile")
 _cache = DiskCache("native")
 _loaded: dict[str, ModuleType | None] = {}
+_why: dict[str, str] = {}
+"""Per module that could not be had, why (what ``load`` logged)."""
 _loading = threading.Lock()
 
 
@@ -61,8 +63,27 @@ def load(name: str, source: str, prelude: Sequence[str] = ()) -> ModuleType | No
         if name not in _loaded:
             parts = [_prelude(part) for part in prelude]
             whole = "".join([*parts, f'#line 1 "{name}.c"\n', source])
-            _loaded[name] = _load(name, whole) if enabled() else None
+            if enabled():
+                _loaded[name] = _load(name, whole)
+            else:
+                _loaded[name], _why[name] = None, "ZYX_NATIVE=0"
         return _loaded[name]
+
+
+def status() -> dict[str, str | None]:
+    """Per native module this process asked for: ``None`` where it is in use, else why
+    its Python path runs instead (``zyx doctor`` shows this)."""
+    with _loading:
+        return {
+            name: None if module is not None else _why.get(name, "not built")
+            for name, module in _loaded.items()
+        }
+
+
+def _fail(name: str, level: int, why: str) -> None:
+    """Log, and keep for ``status``, why module ``name`` cannot be had."""
+    _why[name] = why
+    _log.log(level, "native module %s: %s; using the Python path", name, why)
 
 
 MAX_PARAMS = 64
@@ -218,7 +239,7 @@ def _import(name: str, path: Path) -> ModuleType | None:
         module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
     except (ImportError, OSError) as error:
-        _log.warning("native module %s: cannot load %s: %s", name, path, error)
+        _fail(name, logging.WARNING, f"cannot load {path}: {error}")
         return None
     _log.debug("native module %s loaded from %s", name, path)
     return module
@@ -230,7 +251,7 @@ def _build(name: str, source: str) -> bytes | None:
     include = Path(sysconfig.get_paths()["include"])
     if compiler is None or not (include / "Python.h").is_file():
         why = why or f"no Python.h in {include} (install the Python development headers)"
-        _log.info("native module %s not built: %s; using the Python path", name, why)
+        _fail(name, logging.INFO, f"not built: {why}")
         return None
     with tempfile.TemporaryDirectory(prefix="zyx-native-") as tmp:
         c_file, built = Path(tmp) / f"{name}.c", Path(tmp) / f"{name}.so"
@@ -243,10 +264,10 @@ def _build(name: str, source: str) -> bytes | None:
                 [*command, "-o", str(built)], capture_output=True, text=True, timeout=300
             )
         except (OSError, subprocess.SubprocessError) as error:
-            _log.warning("native module %s: cannot run %s: %s", name, compiler, error)
+            _fail(name, logging.WARNING, f"cannot run {compiler}: {error}")
             return None
         if result.returncode != 0:
-            _log.warning("native module %s failed to build:\n%s", name, result.stderr)
+            _fail(name, logging.WARNING, f"failed to build:\n{result.stderr}")
             return None
         _log.info("native module %s built with %s", name, compiler)
         return built.read_bytes()
