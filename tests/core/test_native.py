@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -88,3 +90,32 @@ def test_an_unwritable_cache_still_loads(monkeypatch: pytest.MonkeyPatch, tmp_pa
     module = native.load("_zyx_test_uncached", source("_zyx_test_uncached"))
     assert module is not None and module.twice(5) == 10
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"], "the temporary file went"
+
+
+RUN_WITHOUT_NATIVE = """
+import numpy as np, zyx
+from zyx import runtime
+from zyx.allocator import Allocator, allocator
+from zyx.graph import structure
+x = zyx.asarray(np.arange(6, dtype=np.float32), device="host")
+for c in (1.0, 2.0, 3.0):
+    y = zyx.sort(x * c + x, descending=True)
+    assert (y.numpy() == np.sort(np.arange(6) * (c + 1))[::-1]).all()
+assert zyx.stats().plans_reused >= 2, zyx.stats()
+assert structure.fastest() is structure.structure
+assert runtime._runner is None and runtime.runtime._last[1].native is None
+assert allocator.allocate.__func__ is Allocator.allocate
+print("ok")
+"""
+
+
+def test_zyx_native_0_runs_the_front_end_in_python(environ: dict[str, str]) -> None:
+    """The structure walk, the plans' runs and the allocator: each its Python spec."""
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_WITHOUT_NATIVE],
+        env={**environ, "ZYX_NATIVE": "0"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -3,12 +3,11 @@ makes, in the same order with the same arguments, and gives the same results; wh
 those calls raises, both leave the same trace and raise the same error (with the same
 context where a release fails on the way out), count the same launches and leave no buffer
 behind; malformed plans are refused with an error, never a crash; nothing leaks a
-reference. Without native code (``ZYX_NATIVE=0``) plans run in Python.
+reference. Without native code (``ZYX_NATIVE=0``, test_native.py) plans run in Python.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -307,26 +306,3 @@ def test_runs_leak_no_reference(runner: ModuleType, monkeypatch: pytest.MonkeyPa
         assert [sys.getrefcount(o) for o in watched] == before
     finally:
         runner.configure(allocator.allocate, allocator.free, runtime._stats)
-
-
-RUN_WITHOUT_NATIVE = """
-import numpy as np, zyx
-from zyx import runtime
-x = zyx.asarray(np.arange(6, dtype=np.float32), device="host")
-for c in (1.0, 2.0):
-    assert ((x * c + x).numpy() == np.arange(6) * (c + 1)).all()
-assert runtime._runner is None and runtime.runtime._last[1].native is None
-assert zyx.stats().plans_reused >= 1, zyx.stats()
-print("ok")
-"""
-
-
-def test_zyx_native_0_runs_plans_in_python(environ: dict[str, str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", RUN_WITHOUT_NATIVE],
-        env={**environ, "ZYX_NATIVE": "0"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

@@ -2,13 +2,12 @@
 gives, the same key (equal, equal-hashing, item for item of the same type) and the same
 leaves, on random graphs built node by node and through the array API, on graphs it hands
 to the Python walk (unusual objects), and where a custom op's ``key`` raises or changes the
-graph; it leaks no reference. Without native code (``ZYX_NATIVE=0``) the Python walk is
-used and the runtime works as before.
+graph; it leaks no reference. Without native code (``ZYX_NATIVE=0``, test_native.py) the
+Python walk is used and the runtime works as before.
 """
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -316,27 +315,3 @@ def test_no_reference_is_leaked(native: Structure) -> None:
 def test_the_runtime_walks_in_c_where_it_can(native: Structure) -> None:
     assert type(native).__name__ == "builtin_function_or_method"
     assert fastest() is native
-
-
-RUN_WITHOUT_NATIVE = """
-import numpy as np, zyx
-from zyx.graph import structure
-x = zyx.asarray(np.arange(6, dtype=np.float32), device="host")
-for c in (1.0, 2.0, 3.0):
-    y = zyx.sort(x * c + x, descending=True)
-    assert (y.numpy() == np.sort(np.arange(6) * (c + 1))[::-1]).all()
-assert zyx.stats().plans_reused >= 2, zyx.stats()
-assert structure.fastest() is structure.structure
-print("ok")
-"""
-
-
-def test_zyx_native_0_walks_in_python(environ: dict[str, str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", RUN_WITHOUT_NATIVE],
-        env={**environ, "ZYX_NATIVE": "0"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
