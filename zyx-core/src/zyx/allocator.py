@@ -109,7 +109,7 @@ class Allocator:
 
     def dead(self, buf: Buffer) -> None:
         """A node holding ``buf`` died: freed now where the lock is free, else queued for
-        whoever holds it (it drains the queue before it lets go)."""
+        the next ``drain`` (each realize, read and upload ends with one)."""
         lock = self.lock
         if not lock.acquire(False):  # positional: a keyword costs a tenth of this call
             self._queue.append(buf)
