@@ -343,10 +343,12 @@ def claim_replays() -> str:
     called, python_launches = len(calls), stand_ins.graph_calls.count("cuGraphLaunch")
     stand_ins.graph_launches()  # taken: from here on it logs the launches below
     replayed = program.replayer.launched
+    steps = []  # what each realize called and launched in Python, for a failure's message
     for _ in range(10):
         zyx.realize(x @ y)
-    seen = (len(calls), stand_ins.graph_calls.count("cuGraphLaunch"))
-    assert seen == (called, python_launches), (seen, called, python_launches, zyx.stats())
+        steps.append((len(calls), stand_ins.graph_calls.count("cuGraphLaunch")))
+    seen = steps[-1]
+    assert seen == (called, python_launches), (steps, called, calls, zyx.stats())
     assert len(stand_ins.graph_launches()) == program.replayer.launched - replayed == 10
     return "ok"
 
