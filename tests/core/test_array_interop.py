@@ -94,6 +94,36 @@ def test_export_releases_the_buffer_when_the_consumer_is_done() -> None:
     assert pool.free_bytes() == before
 
 
+@pytest.mark.parametrize("way", ["export", "import"])
+def test_an_array_dying_during_dlpack_is_freed_on_the_way_out(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An array whose last reference goes while ``__dlpack__`` or ``from_dlpack`` holds
+    the front end's lock (the garbage collector runs anywhere) is queued there, and freed
+    to the cache as the call lets the lock go, not at some later realize."""
+    from zyx.allocator import allocator
+
+    device = host()
+    doomed = [(zyx.asarray(np.ones(4096, np.float32), device=device) + 1).realize()]
+    call = "dlpack_export" if way == "export" else "dlpack_import"
+    real = getattr(device, call)
+
+    def dropping(*args: Any, **kwargs: Any) -> Any:
+        doomed.clear()
+        return real(*args, **kwargs)
+
+    x = zyx.asarray(np.arange(8, dtype=np.float64), device=device) + 1
+    x.realize()
+    zyx.empty_cache()
+    monkeypatch.setattr(device, call, dropping)
+    if way == "export":
+        made: Any = np.from_dlpack(x)
+    else:
+        made = zyx.from_dlpack(np.arange(8.0), device=device)
+    assert not doomed and allocator.cached_bytes() == 4096 * 4
+    del made  # only here: a result dying frees what is queued too
+
+
 def test_unversioned_export_shares_memory() -> None:
     # A DLPack 0.x capsule cannot say read-only (numpy refuses to export a read-only array
     # that way), so it is made from a writable view: its consumer is trusted not to write.

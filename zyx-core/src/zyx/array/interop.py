@@ -26,6 +26,7 @@ import ctypes
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from zyx.allocator import allocator
 from zyx.dtypes import DTypeCapability
 from zyx.graph import nodes
 from zyx.tensor import Tensor, require, resolve_device
@@ -141,9 +142,12 @@ def _export(x: Tensor, stream: Any, max_version: tuple[int, int] | None) -> Any:
     runtime.realize([node])
     assert node.buffer is not None
     with runtime.lock:
-        return node.device.dlpack_export(
-            node.buffer, node.dtype, node.shape, stream=stream, max_version=max_version
-        )
+        try:
+            return node.device.dlpack_export(
+                node.buffer, node.dtype, node.shape, stream=stream, max_version=max_version
+            )
+        finally:
+            allocator.drain()
 
 
 def _adopt(device: Device, producer: Any, required: bool) -> Tensor | None:
@@ -153,7 +157,10 @@ def _adopt(device: Device, producer: Any, required: bool) -> Tensor | None:
 
     try:
         with runtime.lock:
-            buf, dtype, shape = device.dlpack_import(producer)
+            try:
+                buf, dtype, shape = device.dlpack_import(producer)
+            finally:
+                allocator.drain()
     except BufferError:
         if required:
             raise
