@@ -109,7 +109,8 @@ class Allocator:
 
     def dead(self, buf: Buffer) -> None:
         """A node holding ``buf`` died: freed now where the lock is free, else queued for
-        the next ``drain`` (each realize, read and upload ends with one)."""
+        the next ``drain`` (each holder of the lock ends with one: a realize, read, upload,
+        ``jit`` capture or replay, DLPack export or import)."""
         lock = self.lock
         if not lock.acquire(False):  # positional: a keyword costs a tenth of this call
             self._queue.append(buf)
@@ -130,6 +131,7 @@ class Allocator:
 
     def cached_bytes(self) -> int:
         with self.lock:
+            self.drain()
             return sum(self._cached.values())
 
 
