@@ -277,3 +277,39 @@ def test_timing_inputs_that_run_out_of_memory_keep_nothing(monkeypatch: pytest.M
     with pytest.raises(BackendError, match="out of memory"):
         _timing_inputs(SPEC, zyx.device("host"))  # type: ignore[arg-type]
     assert len(made) == 2 and all(buf.refcount == 0 for buf in made)
+
+
+def test_a_remembered_refusal_keeps_none_of_its_callers_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``plan_for`` remembers that cuDNN refused a spec and raises the refusal again, as a
+    new error each time: a kept error's traceback held the frames it went through, so a
+    refused f32 matmul's graph (``zyx_match_graph``'s), its nodes and their buffers lived
+    as long as the cache (on the GPU machine the next realize found its output's buffer
+    missing from the allocator's cache)."""
+    import gc
+    import weakref
+
+    from zyx_cudnn import plans
+    from zyx_cudnn.graphs import Unsupported
+
+    def refuse(*args: object) -> plans.Plan:
+        raise Unsupported("f32: set cudnn.allow_tf32")
+
+    class Graph:
+        """Stands in for what the caller's frame holds."""
+
+    monkeypatch.setattr(plans, "_plans", {})
+    monkeypatch.setattr(plans, "_tune", refuse)
+
+    def match(device: object) -> tuple[weakref.ref[Graph], str]:
+        graph = Graph()
+        with pytest.raises(Unsupported) as caught:
+            plans.plan_for(SPEC, device)  # type: ignore[arg-type]  # its id is all it uses
+        return weakref.ref(graph), str(caught.value)  # not the error: its frames hold graph
+
+    device = object()
+    (first, message), (second, again) = match(device), match(device)
+    gc.collect()
+    assert first() is None and second() is None
+    assert message == again and "set cudnn.allow_tf32" in again

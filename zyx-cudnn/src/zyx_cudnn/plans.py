@@ -81,7 +81,8 @@ class Plan:
 
 
 _lock = threading.Lock()
-_plans: dict[tuple[int, Spec, bool], Plan | Unsupported] = {}
+_plans: dict[tuple[int, Spec, bool], Plan | str] = {}
+"""Per device, spec and tuning: the plan, or cuDNN's refusal (its message)."""
 _handles: dict[int, Any] = {}
 
 
@@ -97,10 +98,12 @@ def plan_for(spec: Spec, device: CudaDevice, tune: bool = True, disk: bool = Tru
             try:
                 found = _tune(spec, device, tune, disk)
             except Unsupported as refusal:
-                found = refusal
+                found = refusal.context
             _plans[key] = found
-    if isinstance(found, Unsupported):
-        raise found
+    if isinstance(found, str):
+        # A new error each time: a kept one's traceback would keep the frames it was raised
+        # through alive, zyx_match_graph's with its graph, their nodes and buffers.
+        raise Unsupported(found)
     return found
 
 
