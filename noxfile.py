@@ -1,19 +1,24 @@
 """Development sessions: one per backend, plus lint, typecheck, fuzz and demo.
 
-``nox`` runs the sessions CI runs (core, opencl, cuda, example, lint, typecheck);
-``nox -s cudnn``, ``nox -s fuzz``, ``nox -s bench`` or ``nox -s demo`` run the others. Each
+``nox`` runs the sessions CI runs (core and core-3.12, opencl, cuda, cudnn, example, lint,
+typecheck); ``nox -s fuzz``, ``nox -s bench`` or ``nox -s demo`` run the others. Each
 session installs only the distributions it tests, so a test that imports a backend it did
 not install fails loudly.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from glob import glob
 
 import nox
 
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["core", "opencl", "cuda", "cudnn", "example", "lint", "typecheck"]
+nox.options.sessions = [
+    "core", "core-3.12", "opencl", "cuda", "cudnn", "example", "lint", "typecheck",
+]  # fmt: skip
 
 CORE = "./zyx-core[test]"
 
@@ -60,6 +65,27 @@ def core(session: nox.Session) -> None:
     session.install(CORE, "uv")
     session.run("pytest", "tests/core", "tests/conformance", "tests/fuzz", *session.posargs)
     conformance(session, "host")
+
+
+def python_312() -> str | None:
+    """A Python 3.12 that runs, on PATH or pyenv's: the GPU machine's version, which gets
+    numpy 2.5 (3.11 stops at 2.4); ``None`` where there is none."""
+    pyenv = sorted(glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))
+    for candidate in [shutil.which("python3.12"), *pyenv]:
+        if candidate and subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+PYTHON_312 = python_312()
+
+
+@nox.session(name="core-3.12", python=PYTHON_312)
+def core_312(session: nox.Session) -> None:
+    """The core session under Python 3.12 (and the numpy it gets); skipped without one."""
+    if PYTHON_312 is None:
+        session.skip("no Python 3.12 on PATH or in pyenv")
+    core(session)
 
 
 @nox.session
