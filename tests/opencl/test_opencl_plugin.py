@@ -128,6 +128,8 @@ def test_a_device_that_builds_no_kernel_is_not_opened_and_the_host_is_the_defaul
     if not DEVICES:
         pytest.skip(PROBE.reason)
     report = run_isolated(NO_COMPILER, tmp_path)
+    if "no OpenCL platform" in report["probe"]["reason"]:
+        pytest.skip("needs pip's PoCL, which is found without an ICD registry")
     assert report["probe"]["available"] is True, "the probe builds nothing"
     assert "builds the smallest kernel" in report["device"]
     assert "--- compiler log ---" in report["device"]
