@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cache
 from types import SimpleNamespace
 from typing import Any
 
@@ -103,11 +104,20 @@ def parsing_context() -> cl.Context:
     """A context on a device of PoCL (whose clang parses NVIDIA's inline asm) or of NVIDIA
     (which compiles it) that builds kernels; other compilers refuse it (Intel's CPU runtime:
     "invalid output constraint '+f'"), so the test skips without one."""
+    device = _parsing_device()
+    if device is None:
+        pytest.skip("no PoCL or NVIDIA OpenCL device builds kernels here")
+    return cl.Context([device])
+
+
+@cache
+def _parsing_device() -> cl.Device | None:
+    """``parsing_context``'s device: found once, as finding it opens every OpenCL device."""
     for device in open_all():
         platform = device.cl_device.platform.name
         if "Portable Computing Language" in platform or "NVIDIA" in platform:
-            return cl.Context([device.cl_device])
-    pytest.skip("no PoCL or NVIDIA OpenCL device builds kernels here")
+            return device.cl_device
+    return None
 
 
 KINDS = {
