@@ -26,6 +26,7 @@ import numpy as np
 
 import zyx
 from zyx import runtime
+from zyx.allocator import allocator
 from zyx.graph.structure import fastest
 
 
@@ -58,7 +59,7 @@ def main() -> None:
 
     def run_plan() -> None:
         target = (a + b).node
-        with runtime.runtime.lock:
+        with allocator.held:
             plan.run(leaves, [target])
 
     phases = {

@@ -154,3 +154,43 @@ def test_bad_arguments_raise(native: None) -> None:
         allocator.allocate(object())  # type: ignore[call-arg]
     with pytest.raises(AttributeError):
         allocator.free(object())  # type: ignore[arg-type]
+
+
+def test_leaving_held_frees_what_died_while_it_was_held() -> None:
+    """A buffer whose node dies while the lock is held waits in the queue; the holder's
+    exit from ``held`` frees it (into the cache), and lets the lock go even where a free
+    fails."""
+    trace: list[Any] = []
+    pool = Pool("a", 1 << 20, trace)
+    cache = Allocator()
+    with cache.held:
+        buf = cache.allocate(pool, 64)  # type: ignore[arg-type]
+        cache.dead(buf)
+        assert list(cache._queue) == [buf]
+    assert not cache._queue and cache._free[pool][64] == [buf]  # type: ignore[index]
+
+    def failing(buf: Buffer) -> None:
+        raise BackendError(ErrorStatus.MEMORY_DEALLOCATION, "the pool refused")
+
+    cache.free = failing  # type: ignore[method-assign]
+    with pytest.raises(BackendError, match="refused"), cache.held:
+        cache.dead(cache.allocate(pool, 32))  # type: ignore[arg-type]
+    assert not cache.lock.locked()
+
+
+def test_every_holder_of_the_lock_takes_it_through_held() -> None:
+    """Nothing in zyx takes ``allocator.lock`` but through ``held``, whose exit drains
+    (``allocator.py`` itself aside: ``dead`` tries the lock without waiting)."""
+    import pathlib
+
+    import zyx
+
+    root = pathlib.Path(zyx.__file__).parent
+    takers = [
+        f"{path.relative_to(root)}:{n}"
+        for path in root.rglob("*.py")
+        if path.name != "allocator.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "allocator.lock" in line or "runtime.lock" in line
+    ]
+    assert takers == []

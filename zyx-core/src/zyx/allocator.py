@@ -13,7 +13,7 @@ most ``CACHE_FRACTION`` of a device's memory; ``zyx.empty_cache()`` gives it all
 
 Nodes die anywhere (the garbage collector runs in the middle of other code), but a pool
 may be in the middle of a call there. Their buffers queue up and are freed where the
-lock is free: at once if it is.
+lock is free: at once if it is, else as its holder leaves ``with allocator.held``.
 """
 
 from __future__ import annotations
@@ -36,8 +36,12 @@ CACHE_FRACTION = 0.5
 class Allocator:
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        """Held around every pool call the front end makes (and by the runtime's plans)."""
+        """Held around every pool call the front end makes (and by the runtime's plans),
+        always through ``held``."""
         self._queue: deque[Buffer] = deque()
+        self.held = _Held(self)
+        """``with allocator.held:`` holds ``lock``, and frees the buffers of the nodes that
+        died meanwhile before it lets go."""
         self._free: dict[MemoryPool, dict[int, list[Buffer]]] = defaultdict(
             lambda: defaultdict(list)
         )
@@ -108,9 +112,8 @@ class Allocator:
     # ---- from anywhere ------------------------------------------------------------------
 
     def dead(self, buf: Buffer) -> None:
-        """A node holding ``buf`` died: freed now where the lock is free, else queued for
-        the next ``drain`` (each holder of the lock ends with one: a realize, read, upload,
-        ``jit`` capture or replay, DLPack export or import)."""
+        """A node holding ``buf`` died: freed now where the lock is free, else queued until
+        its holder leaves ``held``."""
         lock = self.lock
         if not lock.acquire(False):  # positional: a keyword costs a tenth of this call
             self._queue.append(buf)
@@ -124,15 +127,38 @@ class Allocator:
 
     def empty_cache(self) -> None:
         """Give every cached buffer back to its pool."""
-        with self.lock:
+        with self.held:
             self.drain()
             for pool in list(self._free):
                 self._empty(pool)
 
     def cached_bytes(self) -> int:
-        with self.lock:
+        with self.held:
             self.drain()
             return sum(self._cached.values())
+
+
+class _Held:
+    """``Allocator.held``: its lock as a context manager whose exit drains the queue of
+    buffers that died while the lock was held, so that no holder can forget to. Its own
+    class, not ``contextlib.contextmanager``: a realize enters it, and a generator's
+    frame costs several times these two calls."""
+
+    __slots__ = ("_acquire", "_release", "_queue", "_drain")
+
+    def __init__(self, allocator: Allocator) -> None:
+        self._acquire, self._release = allocator.lock.acquire, allocator.lock.release
+        self._queue, self._drain = allocator._queue, allocator.drain
+
+    def __enter__(self) -> None:
+        self._acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._queue:
+                self._drain()
+        finally:
+            self._release()
 
 
 def _capacity(pool: MemoryPool) -> int:

@@ -313,11 +313,8 @@ class _StandIns:
     ``fn`` changes in place is changed in the caller's array too, as an eager call would."""
 
     def __init__(self, arrays: list[Tensor]) -> None:
-        with rt.runtime.lock:
-            try:
-                self.nodes = [_share(a.node) for a in arrays]
-            finally:
-                allocator.drain()
+        with allocator.held:
+            self.nodes = [_share(a.node) for a in arrays]
         self._by_node = {id(a.node): n for a, n in zip(arrays, self.nodes)}
         self._pairs: dict[int, tuple[Tensor, Tensor, Node]] = {}
 
@@ -360,7 +357,7 @@ class _Batch:
         """The results as ``fn`` returned them, each array replaced by its index."""
         self.meta = [(n.dtype, n.shape, n.device) for n in outputs]
         flat = _Flat(capture, inputs, outputs)
-        with rt.runtime.lock:
+        with allocator.held:
             try:
                 self.buffers = [allocator.allocate(pool, n) for pool, n in flat.buffers]
                 self._record(flat, inputs)
@@ -368,8 +365,6 @@ class _Batch:
                 for buf in [*getattr(self, "buffers", ()), *getattr(self, "bound", ())]:
                     allocator.free(buf)
                 raise
-            finally:
-                allocator.drain()
         weakref.finalize(self, _give_back, self.buffers, self.bound)
 
     def _record(self, flat: _Flat, inputs: list[Node]) -> None:
@@ -428,20 +423,17 @@ class _Batch:
         lazy = [n for n in inputs if n.buffer is None]
         if lazy:
             rt.runtime.realize(lazy)
-        with rt.runtime.lock:
-            try:
-                self._bind(inputs)
-                for segment in self.segments:
-                    if isinstance(segment, list):
-                        for recording in segment:
-                            recording.replay()
-                    else:
-                        self._copy(segment, inputs)
-                rt._stats.replays += 1
-                rt._stats.launches += self.launches
-                results = self._hand_out(inputs)
-            finally:
-                allocator.drain()
+        with allocator.held:
+            self._bind(inputs)
+            for segment in self.segments:
+                if isinstance(segment, list):
+                    for recording in segment:
+                        recording.replay()
+                else:
+                    self._copy(segment, inputs)
+            rt._stats.replays += 1
+            rt._stats.launches += self.launches
+            results = self._hand_out(inputs)
         return _tree_map(self.structure, results.__getitem__)
 
     def _bind(self, inputs: list[Node]) -> None:

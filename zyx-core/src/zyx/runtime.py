@@ -271,10 +271,10 @@ capturing: ContextVar[Capture | None] = ContextVar("capturing", default=None)
 
 
 class Runtime:
-    """The plan cache, the compile cache, and the lock around both and every pool call."""
+    """The plan cache and the compile cache, used under ``allocator.held`` (the lock
+    around every pool call too)."""
 
     def __init__(self) -> None:
-        self.lock = allocator.lock
         self.plans: dict[Hashable, ExecPlan] = {}
         """Least recently used dropped first (by ``ExecPlan.used``: an ``OrderedDict``'s
         ``move_to_end`` hashed each hit's key a second time, a tenth of a realize)."""
@@ -291,43 +291,34 @@ class Runtime:
         race (its index in the group), or ``None``: the generated kernels."""
 
     def realize(self, nodes: Iterable[Node]) -> None:
-        with self.lock:
-            try:
-                self._realize([n for n in nodes if n.buffer is None])
-            finally:
-                allocator.drain()
+        with allocator.held:
+            self._realize([n for n in nodes if n.buffer is None])
 
     def read(self, node: Node) -> np.ndarray[Any, Any]:
         """``node``'s value in a new numpy array (realizing it first)."""
         capture = capturing.get()
         if capture is not None:
             capture.reads += 1
-        with self.lock:
-            try:
-                if node.buffer is None:
-                    self._realize([node])
-                out: np.ndarray[Any, Any] = _numpy().empty(node.shape, dtype=node.dtype.numpy)
-                buf = node.buffer
-                if out.nbytes:  # numpy's, not the node's properties: each is a Python call
-                    assert buf is not None
-                    buf.pool.read(buf, out)
-                return out
-            finally:
-                allocator.drain()
+        with allocator.held:
+            if node.buffer is None:
+                self._realize([node])
+            out: np.ndarray[Any, Any] = _numpy().empty(node.shape, dtype=node.dtype.numpy)
+            buf = node.buffer
+            if out.nbytes:  # numpy's, not the node's properties: each is a Python call
+                assert buf is not None
+                buf.pool.read(buf, out)
+            return out
 
     def upload(self, data: np.ndarray[Any, Any], dtype: DType, device: Device) -> Node:
         """A realized node holding a copy of the contiguous host array ``data``."""
-        with self.lock:
+        with allocator.held:
+            buf = allocator.allocate(device.pool, max(data.nbytes, 1))
             try:
-                buf = allocator.allocate(device.pool, max(data.nbytes, 1))
-                try:
-                    if data.nbytes:
-                        device.pool.write(buf, data)
-                except BaseException:
-                    allocator.free(buf)
-                    raise
-            finally:
-                allocator.drain()
+                if data.nbytes:
+                    device.pool.write(buf, data)
+            except BaseException:
+                allocator.free(buf)
+                raise
         return leaf(buf, dtype, tuple(data.shape), device)
 
     def _realize(self, nodes: list[Node]) -> None:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from math import prod
 from typing import TYPE_CHECKING, Any
 
+from zyx.allocator import allocator
 from zyx.dtypes import DType
 from zyx.files import open_regular
 from zyx.graph import nodes
@@ -69,15 +70,13 @@ def _pool() -> DiskPool:
 def load(path: str | os.PathLike[str], *, device: Any = None) -> dict[str, Tensor]:
     """The arrays of the safetensors file at ``path``, by name, on ``device`` (default: the
     default device), lazily: only the header is read now."""
-    from zyx.runtime import runtime
-
     target = resolve_device(device)
     name = os.fspath(path)
     with open_regular(name) as file:  # a FIFO or a device is refused, not waited on
         size, header = _read_header(file, name)
         data_size = os.fstat(file.fileno()).st_size - 8 - size
     out: dict[str, Tensor] = {}
-    with runtime.lock:  # the disk pool, like every pool, is used under the front end's lock
+    with allocator.held:  # the disk pool, like every pool, is used under the front end's lock
         for key, entry in header.items():
             if key != "__metadata__":
                 dtype, shape, begin, end = _entry(name, key, entry, data_size)

@@ -141,26 +141,18 @@ def _export(x: Tensor, stream: Any, max_version: tuple[int, int] | None) -> Any:
     node = x.node  # an in-place operator in another thread may rebind x meanwhile
     runtime.realize([node])
     assert node.buffer is not None
-    with runtime.lock:
-        try:
-            return node.device.dlpack_export(
-                node.buffer, node.dtype, node.shape, stream=stream, max_version=max_version
-            )
-        finally:
-            allocator.drain()
+    with allocator.held:
+        return node.device.dlpack_export(
+            node.buffer, node.dtype, node.shape, stream=stream, max_version=max_version
+        )
 
 
 def _adopt(device: Device, producer: Any, required: bool) -> Tensor | None:
     """A leaf array over ``producer``'s memory on ``device``; ``None`` where the device
     cannot use it in place, unless ``required``: then its ``BufferError``."""
-    from zyx.runtime import runtime
-
     try:
-        with runtime.lock:
-            try:
-                buf, dtype, shape = device.dlpack_import(producer)
-            finally:
-                allocator.drain()
+        with allocator.held:
+            buf, dtype, shape = device.dlpack_import(producer)
     except BufferError:
         if required:
             raise
