@@ -225,6 +225,34 @@ def test_bad_arguments_are_errors_that_name_shapes_and_axes(
         call(_array(zyx.device()))
 
 
+HUGE = 1 << 40
+"""A dim of which an array of two is more than its kernels can index (2**63 - 1 elements)."""
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda x: zyx.broadcast_to(x, (HUGE, HUGE)),
+        lambda x: zyx.reshape(x, (HUGE, 1)) + zyx.reshape(x, (1, HUGE)),
+        lambda x: zyx.meshgrid(x, x)[0],
+        lambda x: zyx.tile(x, (HUGE,)),
+        lambda x: zyx.repeat(x, HUGE),
+        lambda x: zyx.concat([zyx.broadcast_to(x[:1], (1 << 62,))] * 3),
+        lambda x: zyx.matmul(zyx.reshape(x, (HUGE, 1)), zyx.reshape(x, (1, HUGE))),
+        lambda x: zyx.tensordot(x, x, axes=0),
+        lambda x: zyx.take(
+            zyx.broadcast_to(x[:1], (HUGE, 2)), zyx.zeros(HUGE, dtype=zyx.int64), axis=1
+        ),
+    ],
+)
+def test_a_shape_past_what_kernels_index_is_an_error_at_the_op(call: Any) -> None:
+    """Shapes that outgrow their sources (broadcasts, tiles, concats, outer products,
+    gathers) are checked as creation's are: at the op, not as a kernel's argument."""
+    x = zyx.broadcast_to(zyx.ones(1), (HUGE,))
+    with pytest.raises(ValueError, match="more than an array can hold"):
+        call(x)
+
+
 # ---- views cost no copy ------------------------------------------------------------------
 
 

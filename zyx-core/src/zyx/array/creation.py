@@ -20,7 +20,7 @@ from zyx.array.dtypes import DEFAULT_FLOAT, DEFAULT_INT, check_dtype, dtype_name
 from zyx.array.manipulation import broadcast_to, reshape
 from zyx.dtypes import DType, DTypeCapability
 from zyx.graph import nodes
-from zyx.graph.views import View
+from zyx.graph.views import View, indexable
 from zyx.ir.ops import BOp
 from zyx.tensor import Tensor, require, resolve_device
 
@@ -34,25 +34,12 @@ __all__ = [
 ]  # fmt: skip
 
 
-MAX_ELEMENTS = 2**63 - 1
-"""The most elements of an array: its kernels index it with 64-bit integers."""
-
-
 def _shape(shape: int | Sequence[int]) -> tuple[int, ...]:
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     out = tuple(operator.index(n) for n in dims)
     if any(n < 0 for n in out):
         raise ValueError(f"negative dimensions are not allowed: {out}")
-    return _indexable(out)
-
-
-def _indexable(shape: tuple[int, ...], what: str = "shape") -> tuple[int, ...]:
-    if math.prod(shape) > MAX_ELEMENTS:
-        raise ValueError(
-            f"{what} {shape} has {math.prod(shape)} elements, more than an array can hold "
-            f"(2**63 - 1: kernels index it with 64-bit integers)"
-        )
-    return shape
+    return indexable(out)
 
 
 def _scalar_dtype(value: Any) -> DType:
@@ -228,7 +215,7 @@ def arange(
         bounds = f"{start}, {stop}, {step}"
         raise ValueError(f"arange: start, stop and step must be finite, got {bounds}")
     dtype = check_dtype(dtype) if dtype is not None else DEFAULT_FLOAT if floats else DEFAULT_INT
-    size = _indexable((max(0, math.ceil((stop - start) / step)),), "arange's shape")[0]
+    size = indexable((max(0, math.ceil((stop - start) / step)),), "arange's shape")[0]
     target = resolve_device(device)
     require(target, dtype, DTypeCapability.ARITHMETIC, "arange")
     if dtype.is_int:
@@ -247,7 +234,7 @@ def linspace(
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
-    _indexable((num,), "linspace's shape")
+    indexable((num,), "linspace's shape")
     target = resolve_device(device)
     require(target, dtype, DTypeCapability.ARITHMETIC, "linspace")
     div = (num - 1) if endpoint else num

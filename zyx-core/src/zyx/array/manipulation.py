@@ -17,7 +17,7 @@ from typing import Any
 from zyx.dtypes import DType
 from zyx.graph import nodes
 from zyx.graph.nodes import Node
-from zyx.graph.views import Term, View
+from zyx.graph.views import Term, View, indexable
 from zyx.tensor import Tensor, same_device
 
 __all__ = [
@@ -83,6 +83,7 @@ def broadcast_view(source: tuple[int, ...], shape: tuple[int, ...]) -> View:
     """The view broadcasting ``source`` to ``shape``; memoized, as the views are (every
     binary op with a scalar, every matmul, broadcasts)."""
     lead = len(shape) - len(source)
+    indexable(shape)
     terms = tuple(
         Term(lead + j) if n == shape[lead + j] else Term(None, 0, 0) for j, n in enumerate(source)
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zyx.allocator import allocator
 from zyx.dtypes import DType
-from zyx.graph.views import View
+from zyx.graph.views import View, indexable
 
 if TYPE_CHECKING:
     from zyx.backend import Buffer, Device, Program
@@ -258,7 +258,7 @@ def copy(x: Node, device: Device) -> Node:
 
 
 def gather(x: Node, indices: Node, g: Gather, shape: tuple[int, ...]) -> Node:
-    return Node(Op.GATHER, g, (x, indices), x.dtype, shape, x.device)
+    return Node(Op.GATHER, g, (x, indices), x.dtype, indexable(shape), x.device)
 
 
 def scatter(x: Node, value: Node, region: View) -> Node:

@@ -25,6 +25,21 @@ from typing import NamedTuple
 # keep nothing else alive.
 _MEMO = 4096
 
+MAX_ELEMENTS = 2**63 - 1
+"""The most elements of an array: its kernels index it with 64-bit integers."""
+
+
+def indexable(shape: tuple[int, ...], what: str = "shape") -> tuple[int, ...]:
+    """``shape``, where an array of it can be indexed; else a ``ValueError``. Creation
+    checks its shapes; so do the views that can outgrow their sources (a broadcast, a pad:
+    ``tile``, ``concat``, outer products) and gathers (integer indexing, ``take``)."""
+    if prod(shape) > MAX_ELEMENTS:
+        raise ValueError(
+            f"{what} {shape} has {prod(shape)} elements, more than an array can hold "
+            f"(2**63 - 1: kernels index it with 64-bit integers)"
+        )
+    return shape
+
 
 class Term(NamedTuple):
     """``offset + scale * index[dim]``; a constant ``offset`` where ``dim`` is None."""
@@ -111,6 +126,7 @@ class View(NamedTuple):
     @lru_cache(maxsize=_MEMO)  # noqa: B019 (views are values)
     def expand(self, shape: tuple[int, ...]) -> View:
         """Broadcast size-1 dims to ``shape`` (same rank)."""
+        indexable(shape)
         view = self
         for d, (old, new) in enumerate(zip(self.shape, shape)):
             if old != new:
@@ -126,6 +142,7 @@ class View(NamedTuple):
 
     def pad(self, dim: int, before: int, after: int) -> View:
         size = self.shape[dim]
+        indexable(self.shape[:dim] + (size + before + after,) + self.shape[dim + 1 :])
         view = self._substitute(dim, -before, 1, size + before + after)
         return view._replace(checks=view.checks + ((Term(dim, 1, -before), size),))._pruned()
 
