@@ -61,6 +61,22 @@ def test_boolean_mask_indexing(array_device: Device, dtype: DType) -> None:
     assert on(array_device, values)[on(array_device, empty)].shape == (0,)
 
 
+def test_a_0d_mask_adds_a_leading_dim_of_one_element_or_none(array_device: Device) -> None:
+    """The standard (as array-api-strict and numpy): ``x[True]``-like masks select all of x
+    under a new dim of 1, false ones none of it under a dim of 0; ``x[mask] = v`` writes
+    all or nothing."""
+    values = data(np.random.default_rng(9), (4, 3), DType.F32)
+    for layout, x in layouts(array_device, values):
+        for flag in (False, True):  # the write of False changes nothing to read next
+            mask = on(array_device, np.asarray(flag))
+            got = x[mask]
+            assert got.shape == values[np.asarray(flag)].shape, layout
+            np.testing.assert_array_equal(got.numpy(), values[np.asarray(flag)], err_msg=layout)
+            x[mask] = 7.0
+            want = np.full_like(values, 7.0) if flag else values
+            np.testing.assert_array_equal(x.numpy(), want, err_msg=layout)
+
+
 def sorted_with_ties(rng: np.random.Generator, n: int, dtype: DType) -> Any:
     low = -6 if dtype.is_signed else 1
     return np.sort(rng.integers(low, 7, size=n)).astype(dtype.numpy)

@@ -103,6 +103,8 @@ def _masked(x: Tensor, mask: Tensor) -> Tensor:
     same_device("x[mask]", x, mask)
     if mask.shape != x.shape[: mask.ndim]:
         raise IndexError(f"a boolean index of shape {mask.shape} does not fit shape {x.shape}")
+    if not mask.ndim:  # a new leading dim, of one element where the mask holds, else none
+        return x[None] if bool(mask) else x[None][:0]
     positions = nonzero(mask)
     return _gather_index(x, tuple(positions))
 
