@@ -55,6 +55,8 @@ def test_asarray_with_a_dtype_converts(array_device: Device) -> None:
     with Expect(array_device) as expect:
         expect(make([1, 2], DType.F64), [1, 2], DType.F64, "ints to float64")
         expect(make(np.array([1.7, -2.2]), DType.I8), [1, -2], DType.I8, "floats to int8")
+        expect(make([1.7, -2.2, True], DType.I16), [1, -2, 1], DType.I16, "Python numbers to i16")
+        expect(make([-128, 255], DType.I16), [-128, 255], DType.I16, "in range")
         thirds = np.array([0.1, 1 / 3])
         expect(make(thirds, DType.BF16), DType.BF16.round_array(thirds), DType.BF16, "bf16")
 
@@ -216,6 +218,10 @@ def test_the_like_functions_take_shape_dtype_and_device_of_their_array(
         (lambda d: zyx.ones((2**32, 2**32), device=d), ValueError, "more than an array can"),
         (lambda d: zyx.linspace(0, 1, 2**64, device=d), ValueError, "more than an array can"),
         (lambda d: zyx.from_dlpack(3), TypeError, "needs a DLPack producer"),
+        (lambda d: zyx.asarray(300, dtype=zyx.uint8, device=d), OverflowError, "300 out of"),
+        (lambda d: zyx.asarray([-1], dtype=zyx.uint16, device=d), OverflowError, "-1 out of"),
+        (lambda d: zyx.asarray([1.0, math.nan], dtype=zyx.int32, device=d), ValueError, "NaN"),
+        (lambda d: zyx.asarray(math.inf, dtype=zyx.int64, device=d), OverflowError, "infinity"),
         (
             lambda d: zyx.realize(zyx.ones(2, device=d), "a"),
             TypeError,

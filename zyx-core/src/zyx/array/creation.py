@@ -95,9 +95,26 @@ def _host_data(obj: Any, dtype: DType | None) -> Any:
             dtype = DEFAULT_FLOAT  # Python floats: the default float dtype
     if data.dtype != dtype.numpy:
         halves = dtype in (DType.F16, DType.BF16) and data.dtype.kind == "f"
-        data = dtype.round_array(data) if halves else data.astype(dtype.numpy)
+        if halves:
+            data = dtype.round_array(data)
+        elif python and not dtype.is_float:  # numpy's checks: 300 for uint8, NaN for int32
+            data = _python_as(obj, dtype)
+        else:
+            data = data.astype(dtype.numpy)
     # Not np.ascontiguousarray: it makes a 0-D array 1-D.
     return (data if data.flags.c_contiguous else np.ascontiguousarray(data)), dtype
+
+
+def _python_as(obj: Any, dtype: DType) -> Any:
+    """Python numbers ``obj`` as integer ``dtype``, converted by numpy from the numbers
+    themselves: an integer out of ``dtype``'s range, or a NaN or infinity, is an error (as
+    in array-api-strict), where a cast of their array would wrap them."""
+    import numpy as np
+
+    try:
+        return np.asarray(obj, dtype=dtype.numpy)
+    except (ValueError, OverflowError) as error:
+        raise type(error)(f"asarray: {obj!r:.60} as {dtype_name(dtype)}: {error}") from None
 
 
 def _upload(data_and_dtype: Any, device: Any) -> nodes.Node:
