@@ -154,15 +154,20 @@ def commit() -> str:
 
 
 def command() -> str:
-    """How this run was started: the script and its arguments (``ZYX_NATIVE`` where set),
-    inside ``$ZYX_BENCH_VIA`` (the device script that ran it) where set."""
+    """How this run was started: the script and its arguments, after the environment's
+    settings that change what runs (``ZYX_NATIVE``, ``ZYX_PLUGINS`` and configuration
+    fields such as ``ZYX_CUDA__CUDNN``), inside ``$ZYX_BENCH_VIA`` (the device script that
+    ran it) where set."""
     script = Path(sys.argv[0]).resolve()
     shown = script.relative_to(ROOT) if script.is_relative_to(ROOT) else script
-    line = " ".join(["python", str(shown), *sys.argv[1:]])
-    if "ZYX_NATIVE" in os.environ:
-        line = f"ZYX_NATIVE={os.environ['ZYX_NATIVE']} {line}"
+    settings = [f"{k}={v}" for k, v in sorted(os.environ.items()) if _changes_the_run(k)]
+    line = " ".join([*settings, "python", str(shown), *sys.argv[1:]])
     via = os.environ.get("ZYX_BENCH_VIA")
     return f"`{via}` (runs `{line}`)" if via else line
+
+
+def _changes_the_run(name: str) -> bool:
+    return name in ("ZYX_NATIVE", "ZYX_PLUGINS") or (name.startswith("ZYX_") and "__" in name)
 
 
 def environment(

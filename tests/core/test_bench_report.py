@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -114,3 +115,26 @@ def test_headline_row_and_peer_on_the_device(report: ModuleType) -> None:
     # say where it ran says so.
     assert "| sum | 40 µs | 10 (numpy (host)) | 0.25x | — |" in text
     assert "| torch (cpu) (on the host; eager) | 20 µs | 0.50x |" in text
+
+
+def test_the_command_names_the_settings_that_change_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run with zyx-cudnn off (or native code off, or some plugins only) says so in its
+    command, so that the reproduction it shows is the run; logging and paths do not."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        results = importlib.import_module("results")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    monkeypatch.setattr(sys, "argv", [str(BENCHMARKS / "matmul_bench.py"), "--device", "cuda"])
+    for name in list(os.environ):
+        if name.startswith("ZYX_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("ZYX_CUDA__CUDNN", "false")
+    monkeypatch.setenv("ZYX_NATIVE", "0")
+    monkeypatch.setenv("ZYX_DEBUG", "256")
+    monkeypatch.setenv("ZYX_CACHE_DIR", "/tmp/x")
+    assert results.command() == (
+        "ZYX_CUDA__CUDNN=false ZYX_NATIVE=0 python benchmarks/matmul_bench.py --device cuda"
+    )
