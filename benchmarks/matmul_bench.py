@@ -19,7 +19,10 @@ its own, apart: see ``measure``), on random
 data; each result is checked against float64 (the relative error is in the row's note).
 ``--variants`` adds a row per variant of ``zyx.graph.matmul.variants(device)``: its
 kernels alone, timed with ``Device.launch_timed`` (the best of a few), for choosing the
-default; the ``zyx.matmul`` row stays the case's ``headline``.
+default; the ``zyx.matmul`` row stays the case's ``headline``. A kernel alone runs at
+clocks that sustained work does not keep: on an H100 SXM (2026-12-07) the default bf16
+8192³ kernel ran 448 TFLOP/s alone, 418 in 200 launches back to back, and 401-414 through
+``zyx.matmul``, interleaved with torch or not.
 """
 
 from __future__ import annotations
