@@ -6,6 +6,7 @@ dims; errors at the call."""
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,7 @@ from array_support import ALL, ARITHMETIC, FLOATS, Expect, claimed, data, on, st
 
 import zyx
 from zyx.backend import Device
-from zyx.dtypes import DType
+from zyx.dtypes import DType, DTypeCapability
 
 
 def test_asarray_keeps_a_numpy_arrays_values_and_dtype(array_device: Device) -> None:
@@ -59,6 +60,20 @@ def test_asarray_with_a_dtype_converts(array_device: Device) -> None:
         expect(make([-128, 255], DType.I16), [-128, 255], DType.I16, "in range")
         thirds = np.array([0.1, 1 / 3])
         expect(make(thirds, DType.BF16), DType.BF16.round_array(thirds), DType.BF16, "bf16")
+
+
+def test_asarray_rounds_past_a_floats_range_to_infinity_without_a_warning(
+    array_device: Device,
+) -> None:
+    """As a device's ``astype`` does: the rounding IEEE defines is no event to warn of
+    (numpy's cast on the host, which zyx makes on the user's behalf, warns)."""
+    floats = claimed(array_device, (DType.F32, DType.BF16, DType.F16), DTypeCapability.STORAGE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for data in ([1e300, -1e300], np.array([1e300, -1e300])):
+            for dtype in floats:
+                got = zyx.asarray(data, dtype=dtype, device=array_device)
+                np.testing.assert_array_equal(got.numpy().astype(np.float64), [np.inf, -np.inf])
 
 
 def test_asarray_of_an_array_is_the_array_unless_asked_for_a_copy(array_device: Device) -> None:

@@ -95,12 +95,11 @@ def _host_data(obj: Any, dtype: DType | None) -> Any:
             dtype = DEFAULT_FLOAT  # Python floats: the default float dtype
     if data.dtype != dtype.numpy:
         halves = dtype in (DType.F16, DType.BF16) and data.dtype.kind == "f"
-        if halves:
-            data = dtype.round_array(data)
-        elif python and not dtype.is_float:  # numpy's checks: 300 for uint8, NaN for int32
+        if python and not dtype.is_float:  # numpy's checks: 300 for uint8, NaN for int32
             data = _python_as(obj, dtype)
-        else:
-            data = data.astype(dtype.numpy)
+        else:  # as the devices' astype: an overflow to inf is no warning, nor a NaN to an int
+            with np.errstate(all="ignore"):
+                data = dtype.round_array(data) if halves else data.astype(dtype.numpy)
     # Not np.ascontiguousarray: it makes a 0-D array 1-D.
     return (data if data.flags.c_contiguous else np.ascontiguousarray(data)), dtype
 
