@@ -176,6 +176,24 @@ def test_export_to_a_named_device(array_device: Any) -> None:
         x.__dlpack__(dl_device=(1,))
 
 
+@pytest.mark.parametrize("version", ["1.0", (1,), (1.5, 0), 3])
+def test_a_max_version_that_is_no_pair_of_ints_is_an_error_naming_it(
+    array_device: Any, version: Any
+) -> None:
+    x = zyx.asarray(np.arange(3, dtype=np.float32), device=array_device)
+    with pytest.raises(ValueError, match="max_version is a .major, minor. pair of ints"):
+        x.__dlpack__(max_version=version)
+
+
+def test_a_stream_on_the_host_is_an_error_naming_it() -> None:
+    """The CPU has no streams: DLPack's stream is None there (numpy's own error named
+    numpy)."""
+    x = zyx.asarray(np.arange(3, dtype=np.float32), device="host")
+    with pytest.raises(ValueError, match="stream is None on the CPU.*got 1"):
+        x.__dlpack__(stream=1)
+    np.testing.assert_array_equal(np.from_dlpack(x), np.arange(3))
+
+
 def test_bf16_host_export_shares_memory_or_says_why_it_cannot() -> None:
     """The host exports through numpy: numpy 2.5 exports ml_dtypes' bfloat16 by DLPack, in
     place; numpy 2.4 refuses, and the error names the dtype."""

@@ -23,6 +23,7 @@ leaving the producer as it was.
 from __future__ import annotations
 
 import ctypes
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,8 @@ def dlpack(
     """``x.__dlpack__``: a capsule over ``x``'s buffer, or over a copy of it on the
     DLPack device ``dl_device`` asks for (a copy where ``copy`` is True, or where ``x``'s
     device shares no memory: then to the host)."""
+    if max_version is not None:
+        max_version = _version(max_version)
     own = x.device.dlpack_device()
     wanted = _dl_device(dl_device) if dl_device is not None else own or CPU
     if wanted == own and not copy:
@@ -125,6 +128,17 @@ def _dl_device(value: Sequence[Any]) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise ValueError(
             f"a DLPack device is a (device_type, device_id) pair, got {value!r:.60}"
+        ) from None
+
+
+def _version(value: Any) -> tuple[int, int]:
+    """A DLPack version as two ints: (major, minor)."""
+    try:
+        major, minor = value
+        return operator.index(major), operator.index(minor)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"__dlpack__: max_version is a (major, minor) pair of ints, got {value!r:.60}"
         ) from None
 
 

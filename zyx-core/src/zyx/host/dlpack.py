@@ -48,6 +48,8 @@ def export(
     """numpy's capsule over ``buf`` as a ``dtype`` array of ``shape``, read-only where the
     capsule can say so (DLPack 1.0 and later): zyx never changes a realized buffer, and a
     consumer writing to it would change a zyx array's value behind zyx's back."""
+    if stream is not None:
+        raise ValueError(f"host: DLPack's stream is None on the CPU (it has none), got {stream!r}")
     view = np.asarray(_Reference(pool, buf)).view(dtype.numpy)[: prod(shape)].reshape(shape)
     if max_version is not None and tuple(max_version) >= (1, 0):
         view.flags.writeable = False
