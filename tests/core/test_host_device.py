@@ -92,6 +92,73 @@ def test_a_compile_error_carries_the_compilers_log(private_cache: Path) -> None:
     assert "--- compiler log ---" in str(caught.value)
 
 
+def logged_compiler(tmp_path: Path, before: str = "") -> tuple[Path, Path]:
+    """A log file and a wrapper of the C compiler that writes each command line to it,
+    runs the shell code ``before``, and then the compiler."""
+    found = toolchain()
+    assert found is not None
+    log, wrapper = tmp_path / "compiler.log", tmp_path / "cc"
+    log.write_text("")
+    wrapper.write_text(
+        f'#!/bin/sh\necho "$*" >> {shlex.quote(str(log))}\n{before}'
+        f'exec {shlex.quote(found.command)} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return log, wrapper
+
+
+# An assembler that refuses -march=native code for kernels (as gcc 12.2's did for some
+# AVX-512 code): the message GNU as prints, the C itself fine.
+REFUSING = """case "$*" in *-march=native*kernel.c*)
+  echo "/tmp/cc.s: Assembler messages:" >&2
+  echo "/tmp/cc.s:42: Error: no such instruction: \\`vinsert<i128vldq> \\$1,%ymm1,%zmm0,%zmm0'" >&2
+  exit 1;;
+esac
+"""
+
+
+@pytest.fixture
+def refusing_assembler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """Host devices opened from now on build with ``logged_compiler(REFUSING)``; returns a
+    function that reads the command lines it ran."""
+    found = toolchain()
+    assert found is not None
+    log, wrapper = logged_compiler(tmp_path, REFUSING)
+    flags = tuple(f for f in found.flags if f != "-march=native") + ("-march=native",)
+    chain = dataclasses.replace(found, command=str(wrapper), flags=flags)
+    monkeypatch.setattr(host_device, "toolchain", lambda: chain)
+    return lambda: log.read_text().splitlines()
+
+
+@needs_cc
+def test_code_the_assembler_refuses_is_built_without_march_native(
+    refusing_assembler: Callable[[], list[str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    device = HostDevice(HostPool())
+    example = saxpy(1000)
+    with caplog.at_level("WARNING", logger="zyx.compile"):
+        check_against_reference(device, example.kernel, example.arguments(np.random.default_rng(4)))
+    runs = [line for line in refusing_assembler() if "kernel.c" in line]
+    assert len(runs) == 2 and "-march=native" in runs[0] and "-march=native" not in runs[1]
+    assert "vinsert<i128vldq>" in caplog.text and "built without it" in caplog.text
+    HostDevice(HostPool()).compile(example.kernel)  # the portable build is what was cached
+    assert len([line for line in refusing_assembler() if "kernel.c" in line]) == 2
+
+
+@needs_cc
+def test_a_c_error_is_not_retried_without_march_native(tmp_path: Path) -> None:
+    found = toolchain()
+    assert found is not None
+    if "-march=native" not in found.flags:
+        pytest.skip(f"{found.command} does not take -march=native")
+    log, wrapper = logged_compiler(tmp_path)
+    broken = Source("broken", "void broken(void* const* args, int nthreads) { oops }\n", "host-c")
+    with pytest.raises(BackendError) as caught:
+        HostCompiler(dataclasses.replace(found, command=str(wrapper))).compile(broken)
+    assert "oops" in caught.value.log
+    assert len(log.read_text().splitlines()) == 1
+
+
 @needs_cc
 def test_the_second_compile_is_a_cache_hit(
     device: HostDevice, private_cache: Path, monkeypatch: pytest.MonkeyPatch
@@ -134,14 +201,7 @@ def test_a_new_processs_first_realize_finds_its_kernel_on_disk(
     kernel: the C compiler (a wrapper that logs its runs) does not run, and nothing is
     imported on the way (a module the op does not need, core's matmul, costs more than
     the rest of such a realize)."""
-    found = toolchain()
-    assert found is not None
-    log, wrapper = tmp_path / "compiler.log", tmp_path / "cc"
-    log.write_text("")
-    wrapper.write_text(
-        f'#!/bin/sh\necho "$*" >> {shlex.quote(str(log))}\nexec {shlex.quote(found.command)} "$@"\n'
-    )
-    wrapper.chmod(0o755)
+    log, wrapper = logged_compiler(tmp_path)
     env = {**environ, "ZYX_HOST_COMPILER": str(wrapper), "ZYX_CACHE_DIR": str(tmp_path / "cache")}
     code = FIRST_REALIZE.format(log=str(log))
     cold, warm = (
