@@ -3,7 +3,8 @@
 The compiler is ``cc`` unless ``ZYX_HOST_COMPILER`` names another; ``ZYX_HOST_COMPILER=none``
 means there is none (the host device then interprets kernels). What the compiler supports
 (``-march=native``, ``-fopenmp``, ``_Float16``) is detected once per process by compiling
-tiny probes.
+tiny probes. Where the assembler refuses what ``-march=native`` made of a kernel (a compiler
+bug), that kernel is built again for the baseline CPU, with a warning.
 
 Shared objects are cached in ``zyx.cache``'s folder ``host`` (``$ZYX_CACHE_DIR/host``, else
 ``$XDG_CACHE_HOME/zyx/host``, else ``~/.cache/zyx/host``), keyed by a hash of the source, the
