@@ -87,6 +87,11 @@ class Tensor:
     __slots__ = ("node", "__weakref__")
 
     def __init__(self, node: Node) -> None:
+        if not isinstance(node, Node):
+            raise TypeError(
+                f"zyx.Tensor is made by zyx's functions (zyx.asarray, zyx.zeros, ...), not "
+                f"from a {type(node).__name__}"
+            )
         self.node = node
 
     # ---- attributes -----------------------------------------------------------------------
@@ -377,6 +382,13 @@ def _supports(device: Device, dtype: DType, capability: DTypeCapability) -> bool
     """``device.info.supports``, remembered: every op asks, and a ``Flag``'s ``in`` runs
     Python code that cost a third of recording ``a + b``."""
     return device.info.supports(dtype, capability)
+
+
+def array_argument(x: Any, what: str) -> Tensor:
+    """``x``, where it is an array; else the TypeError that names ``what``."""
+    if isinstance(x, Tensor):
+        return x
+    raise TypeError(f"{what} takes an array, got {type(x).__name__}")
 
 
 def same_device(what: str, *tensors: Tensor) -> Device:

@@ -22,7 +22,7 @@ from zyx.dtypes import DType, DTypeCapability
 from zyx.graph import nodes
 from zyx.graph.views import View, indexable
 from zyx.ir.ops import BOp
-from zyx.tensor import Tensor, require, resolve_device
+from zyx.tensor import Tensor, array_argument, require, resolve_device
 
 if TYPE_CHECKING:
     from zyx.backend import Device
@@ -187,20 +187,24 @@ def _like(x: Tensor, dtype: DType | None, device: Any) -> tuple[DType, Any]:
 
 
 def zeros_like(x: Tensor, /, *, dtype: DType | None = None, device: Any = None) -> Tensor:
+    x = array_argument(x, "zeros_like")
     return _filled(x.shape, 0, *_like(x, dtype, device), "zeros_like")
 
 
 def ones_like(x: Tensor, /, *, dtype: DType | None = None, device: Any = None) -> Tensor:
+    x = array_argument(x, "ones_like")
     return _filled(x.shape, 1, *_like(x, dtype, device), "ones_like")
 
 
 def empty_like(x: Tensor, /, *, dtype: DType | None = None, device: Any = None) -> Tensor:
+    x = array_argument(x, "empty_like")
     return _filled(x.shape, 0, *_like(x, dtype, device), "empty_like")
 
 
 def full_like(
     x: Tensor, /, fill_value: bool | int | float, *, dtype: DType | None = None, device: Any = None
 ) -> Tensor:
+    x = array_argument(x, "full_like")
     return _filled(x.shape, fill_value, *_like(x, dtype, device), "full_like", nodes.scalar)
 
 
@@ -295,6 +299,7 @@ def _band(shape: tuple[int, ...], device: Any, k: int, op: BOp) -> nodes.Node:
 
 
 def _triangle(x: Tensor, k: int, lower: bool, what: str) -> Tensor:
+    x = array_argument(x, what)
     if x.ndim < 2:
         raise ValueError(f"{what} needs at least 2 dims, got shape {x.shape}")
     below = _band(x.shape, x.device, k if lower else k - 1, BOp.CMPGE)
@@ -316,6 +321,7 @@ def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
 def meshgrid(*arrays: Tensor, indexing: str = "xy") -> list[Tensor]:
     if indexing not in ("xy", "ij"):
         raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    arrays = tuple(array_argument(a, "meshgrid") for a in arrays)
     if any(a.ndim != 1 for a in arrays):
         raise ValueError(f"meshgrid takes 1-D arrays, got shapes {[a.shape for a in arrays]}")
     if len({a.dtype for a in arrays}) > 1:

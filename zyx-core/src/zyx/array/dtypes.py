@@ -122,8 +122,9 @@ def can_cast(from_: DType | Tensor, to: DType, /) -> builtins.bool:
 
 def astype(x: Tensor, dtype: DType, /, *, copy: builtins.bool = True, device: Any = None) -> Tensor:
     from zyx.graph import nodes
-    from zyx.tensor import Tensor, require
+    from zyx.tensor import Tensor, array_argument, require
 
+    x = array_argument(x, "astype")
     check_dtype(dtype)
     if device is not None:
         x = x.to_device(device)

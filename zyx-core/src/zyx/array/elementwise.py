@@ -25,7 +25,7 @@ from zyx.graph import nodes
 from zyx.graph.nodes import Node, Op
 from zyx.graph.views import View
 from zyx.ir.ops import BOp, UOp
-from zyx.tensor import Tensor, is_scalar, require, same_device, scalar_node
+from zyx.tensor import Tensor, array_argument, is_scalar, require, same_device, scalar_node
 
 __all__ = [
     "abs", "acos", "acosh", "add", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
@@ -104,11 +104,10 @@ def _and(a: Node, b: Node) -> Node:
 
 
 def _unary(name: str, x: Any, kinds: Kinds, math_op: bool = False) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} takes an array, got {type(x).__name__}")
-    _check_kind(name, x.dtype, kinds)
-    require(x.device, x.dtype, _MATH if math_op else _ARITHMETIC, name)
-    return x
+    array = array_argument(x, name)
+    _check_kind(name, array.dtype, kinds)
+    require(array.device, array.dtype, _MATH if math_op else _ARITHMETIC, name)
+    return array
 
 
 def _binary(
@@ -410,6 +409,7 @@ real = _elementwise_unary("real", NUMERIC, lambda x: x)
 
 def imag(x: Tensor, /) -> Tensor:
     """The imaginary part: zyx has no complex dtypes, and the standard takes only them."""
+    x = array_argument(x, "imag")
     raise TypeError(f"imag takes complex arrays, which zyx does not support; got {x.dtype}")
 
 

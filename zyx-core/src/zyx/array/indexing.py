@@ -25,7 +25,7 @@ from zyx.graph import nodes
 from zyx.graph.nodes import Gather
 from zyx.graph.views import View
 from zyx.ir.ops import BOp
-from zyx.tensor import Tensor, is_scalar, same_device, scalar_tensor
+from zyx.tensor import Tensor, array_argument, is_scalar, same_device, scalar_tensor
 
 __all__ = ["take", "take_along_axis"]
 
@@ -195,6 +195,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> Tensor:
 
 
 def take(x: Tensor, indices: Tensor, /, *, axis: int | None = None) -> Tensor:
+    x = array_argument(x, "take")
     if not _is_integer_array(indices):
         raise TypeError("take: indices must be an integer array")
     if axis is None:
@@ -209,6 +210,7 @@ def take(x: Tensor, indices: Tensor, /, *, axis: int | None = None) -> Tensor:
 
 
 def take_along_axis(x: Tensor, indices: Tensor, /, *, axis: int = -1) -> Tensor:
+    x = array_argument(x, "take_along_axis")
     if not _is_integer_array(indices):
         raise TypeError("take_along_axis: indices must be an integer array")
     if indices.ndim != x.ndim:

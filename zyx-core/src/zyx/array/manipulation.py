@@ -18,7 +18,7 @@ from zyx.dtypes import DType
 from zyx.graph import nodes
 from zyx.graph.nodes import Node
 from zyx.graph.views import Term, View, indexable
-from zyx.tensor import Tensor, same_device
+from zyx.tensor import Tensor, array_argument, same_device
 
 __all__ = [
     "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "moveaxis",
@@ -99,6 +99,7 @@ def _identity(x: Tensor) -> View:
 
 
 def broadcast_to(x: Tensor, /, shape: tuple[int, ...]) -> Tensor:
+    x = array_argument(x, "broadcast_to")
     shape = tuple(operator.index(n) for n in shape)
     if broadcast_shapes(x.shape, shape, what="broadcast_to") != shape:
         raise ValueError(f"broadcast_to: shape {x.shape} does not broadcast to {shape}")
@@ -106,6 +107,7 @@ def broadcast_to(x: Tensor, /, shape: tuple[int, ...]) -> Tensor:
 
 
 def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
+    arrays = tuple(array_argument(a, "broadcast_arrays") for a in arrays)
     shape = broadcast_shapes(*(a.shape for a in arrays), what="broadcast_arrays")
     return [Tensor(broadcast_node(a.node, shape)) for a in arrays]
 
@@ -113,6 +115,7 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
 def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Tensor:
     """``x`` in ``shape`` (one dim may be -1). Never copies; ``copy=True`` is a new array
     object over the same lazy value, which is a copy as far as anyone can tell."""
+    x = array_argument(x, "reshape")
     shape = _resolve_shape(tuple(operator.index(n) for n in shape), x.size, x.shape)
     return Tensor(nodes.reshape(x.node, shape))
 
@@ -131,6 +134,7 @@ def _resolve_shape(shape: tuple[int, ...], size: int, old: tuple[int, ...]) -> t
 
 
 def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
+    x = array_argument(x, "permute_dims")
     order = tuple(normalize_axis(a, x.ndim, "permute_dims") for a in axes)
     if sorted(order) != list(range(x.ndim)):
         raise ValueError(f"permute_dims: {axes} is not a permutation of {x.ndim} dims")
@@ -138,6 +142,7 @@ def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
 
 
 def matrix_transpose(x: Tensor, /) -> Tensor:
+    x = array_argument(x, "matrix_transpose")
     if x.ndim < 2:
         raise ValueError(f"matrix_transpose needs at least 2 dims, got shape {x.shape}")
     order = (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2)
@@ -145,6 +150,7 @@ def matrix_transpose(x: Tensor, /) -> Tensor:
 
 
 def expand_dims(x: Tensor, /, axis: int | tuple[int, ...] = 0) -> Tensor:
+    x = array_argument(x, "expand_dims")
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     ndim = x.ndim + len(axes)
     dims = normalize_axes(axes, ndim, "expand_dims")
@@ -155,6 +161,7 @@ def expand_dims(x: Tensor, /, axis: int | tuple[int, ...] = 0) -> Tensor:
 
 
 def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
+    x = array_argument(x, "squeeze")
     dims = normalize_axes(axis, x.ndim, "squeeze")
     for d in dims:
         if x.shape[d] != 1:
@@ -163,6 +170,7 @@ def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
 
 
 def flip(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None) -> Tensor:
+    x = array_argument(x, "flip")
     v = _identity(x)
     for d in normalize_axes(axis, x.ndim, "flip"):
         v = v.flip(d)
@@ -172,6 +180,7 @@ def flip(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None) -> Tensor:
 def moveaxis(
     x: Tensor, source: int | tuple[int, ...], destination: int | tuple[int, ...], /
 ) -> Tensor:
+    x = array_argument(x, "moveaxis")
     src = [normalize_axis(a, x.ndim, "moveaxis") for a in _tuple(source)]
     dst = [normalize_axis(a, x.ndim, "moveaxis") for a in _tuple(destination)]
     if len(src) != len(dst) or len(set(src)) != len(src) or len(set(dst)) != len(dst):
@@ -195,7 +204,7 @@ def concat(arrays: Sequence[Tensor], /, *, axis: int | None = 0) -> Tensor:
     """``arrays`` joined along ``axis`` (``None``: flattened first), in one fused select."""
     from zyx.array.dtypes import result_type
 
-    arrays = list(arrays)
+    arrays = [array_argument(a, "concat") for a in arrays]
     if not arrays:
         raise ValueError("concat needs at least one array")
     same_device("concat", *arrays)
@@ -231,7 +240,7 @@ def _true(like: Node, shape: tuple[int, ...]) -> Node:
 
 
 def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
-    arrays = list(arrays)
+    arrays = [array_argument(a, "stack") for a in arrays]
     if not arrays:
         raise ValueError("stack needs at least one array")
     if len({a.shape for a in arrays}) > 1:
@@ -241,6 +250,7 @@ def stack(arrays: Sequence[Tensor], /, *, axis: int = 0) -> Tensor:
 
 
 def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
+    x = array_argument(x, "unstack")
     d = normalize_axis(axis, x.ndim, "unstack")
     return tuple(x[(slice(None),) * d + (i,)] for i in range(x.shape[d]))
 
@@ -248,6 +258,7 @@ def unstack(x: Tensor, /, *, axis: int = 0) -> tuple[Tensor, ...]:
 def roll(
     x: Tensor, /, shift: int | tuple[int, ...], *, axis: int | tuple[int, ...] | None = None
 ) -> Tensor:
+    x = array_argument(x, "roll")
     if axis is None:
         flat = reshape(x, (-1,))
         return reshape(roll(flat, shift, axis=0), x.shape)
@@ -270,6 +281,7 @@ def roll(
 
 
 def tile(x: Tensor, repetitions: tuple[int, ...], /) -> Tensor:
+    x = array_argument(x, "tile")
     reps = tuple(operator.index(r) for r in repetitions)
     if any(r < 0 for r in reps):
         raise ValueError(f"tile: negative repetitions {reps}")
@@ -283,6 +295,7 @@ def tile(x: Tensor, repetitions: tuple[int, ...], /) -> Tensor:
 
 def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> Tensor:
     """Each element ``repeats`` times along ``axis`` (``None``: of the flattened array)."""
+    x = array_argument(x, "repeat")
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     d = normalize_axis(axis, x.ndim, "repeat")

@@ -27,7 +27,7 @@ from zyx.graph.nodes import Custom, CustomLaunch, Node, ReduceOp
 from zyx.graph.views import View
 from zyx.ir.builder import KernelBuilder
 from zyx.ir.ops import INDEX, BOp, Kernel, ParamKind
-from zyx.tensor import Tensor, is_scalar, require, same_device, scalar_tensor
+from zyx.tensor import Tensor, array_argument, is_scalar, require, same_device, scalar_tensor
 
 if TYPE_CHECKING:
     from zyx.backend import Device
@@ -36,8 +36,7 @@ __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted", "wher
 
 
 def _arg(x: Tensor, op: ReduceOp, axis: int | None, keepdims: bool, name: str) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} takes an array, got {type(x).__name__}")
+    x = array_argument(x, name)
     if x.dtype is DType.BOOL:
         raise TypeError(f"{name} takes numeric arrays, got bool")
     if axis is None:
@@ -89,8 +88,7 @@ def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
     row-major order. Realizes the count (the standard's data-dependent shape)."""
     from zyx.array.statistical import _truth
 
-    if not isinstance(x, Tensor):
-        raise TypeError(f"nonzero takes an array, got {type(x).__name__}")
+    x = array_argument(x, "nonzero")
     if x.ndim == 0:
         raise ValueError("nonzero of a 0-D array is an error (the standard); reshape it to (1,)")
     require(x.device, x.dtype, DTypeCapability.ARITHMETIC, "nonzero")

@@ -33,7 +33,7 @@ from zyx.graph import nodes
 from zyx.graph.nodes import Custom, CustomLaunch, Node
 from zyx.ir.builder import KernelBuilder
 from zyx.ir.ops import INDEX, Kernel, ParamKind
-from zyx.tensor import Tensor, require, scalar_tensor
+from zyx.tensor import Tensor, array_argument, require, scalar_tensor
 
 if TYPE_CHECKING:
     from zyx.backend import Device
@@ -95,8 +95,7 @@ class _Runs(NamedTuple):
 
 
 def _runs(x: Tensor, name: str) -> _Runs:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} takes an array, got {type(x).__name__}")
+    x = array_argument(x, name)
     require(x.device, x.dtype, DTypeCapability.ARITHMETIC, name)
     flat = reshape(x, (x.size,))
     keys = flat.astype(DType.U8) if x.dtype is DType.BOOL else flat  # sort has no bool order

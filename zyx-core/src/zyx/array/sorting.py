@@ -32,7 +32,7 @@ from zyx.graph.nodes import Custom, CustomLaunch, Node
 from zyx.graph.views import View
 from zyx.ir.builder import KernelBuilder, Value, ceil_div
 from zyx.ir.ops import INDEX, Kernel, ParamKind, Storage
-from zyx.tensor import Tensor, require
+from zyx.tensor import Tensor, array_argument, require
 
 if TYPE_CHECKING:
     from zyx.backend import Device
@@ -55,8 +55,7 @@ def argsort(
 def _sorted(
     x: Tensor, axis: int, descending: bool, stable: bool, indices: bool, name: str
 ) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} takes an array, got {type(x).__name__}")
+    x = array_argument(x, name)
     if x.dtype is DType.BOOL:
         raise TypeError(f"{name} takes real numeric arrays (the standard), got bool")
     if not isinstance(descending, bool) or not isinstance(stable, bool):

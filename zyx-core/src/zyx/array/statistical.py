@@ -19,7 +19,7 @@ from zyx.graph import nodes
 from zyx.graph.nodes import Node, ReduceOp
 from zyx.graph.views import View
 from zyx.ir.ops import BOp, UOp
-from zyx.tensor import Tensor, require
+from zyx.tensor import Tensor, array_argument, require
 
 __all__ = [
     "cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var",
@@ -34,12 +34,11 @@ _SUM_OR_PROD = (ReduceOp.SUM, ReduceOp.PROD)
 
 
 def _check(x: Any, name: str, numeric: bool = True) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} takes an array, got {type(x).__name__}")
-    if numeric and x.dtype is _BOOL:
+    array = array_argument(x, name)
+    if numeric and array.dtype is _BOOL:
         raise TypeError(f"{name} takes numeric arrays, got bool")
-    require(x.device, x.dtype, _ARITHMETIC, name)
-    return x
+    require(array.device, array.dtype, _ARITHMETIC, name)
+    return array
 
 
 def _finish(node: Node, axes: tuple[int, ...], keepdims: bool) -> Tensor:
@@ -237,6 +236,7 @@ def diff(
     from zyx.array.elementwise import not_equal, subtract
     from zyx.array.manipulation import concat
 
+    x = array_argument(x, "diff")
     if x.ndim == 0:
         raise ValueError("diff needs at least a 1-D array")
     d = normalize_axis(axis, x.ndim, "diff")
