@@ -184,7 +184,7 @@ class HostCompiler:
         c_file, built = tmp / "kernel.c", tmp / "kernel.so"
         c_file.write_text(source.code)
         flags = self.toolchain.flags
-        result = self._run(source, [*flags, str(c_file), "-o", str(built)])
+        result = self._run(source, flags, c_file, built)
         if result.returncode != 0 and "-march=native" in flags and _assembler_failed(result):
             # The compiler's own bug: gcc 12.2 emits `vinsert<i128vldq>` for some AVX-512
             # code. Code for the baseline x86-64 is slower but right, and it is cached as
@@ -193,8 +193,8 @@ class HostCompiler:
                 "host: %s's assembler refused its -march=native code for %s; built without "
                 "it:\n%s", self.toolchain.command, source.name, result.stderr.strip()[:2000],
             )  # fmt: skip
-            portable = [f for f in flags if f != "-march=native"]
-            result = self._run(source, [*portable, str(c_file), "-o", str(built)])
+            portable = tuple(f for f in flags if f != "-march=native")
+            result = self._run(source, portable, c_file, built)
         if result.returncode != 0:
             raise BackendError(
                 ErrorStatus.KERNEL_COMPILATION,
@@ -206,8 +206,10 @@ class HostCompiler:
             log.debug("host: compiler output for %s:\n%s", source.name, result.stderr)
         return built
 
-    def _run(self, source: Source, arguments: list[str]) -> subprocess.CompletedProcess[str]:
-        command = [self.toolchain.command, *arguments]
+    def _run(
+        self, source: Source, flags: tuple[str, ...], c_file: Path, built: Path
+    ) -> subprocess.CompletedProcess[str]:
+        command = [self.toolchain.command, *flags, str(c_file), "-o", str(built)]
         log.info("host: compiling %s: %s", source.name, " ".join(command))
         try:
             return subprocess.run(command, capture_output=True, text=True, timeout=600)
